@@ -1,0 +1,98 @@
+"""Pooling over hidden states by position: ``lmk``, ``mean`` and ``cls``.
+
+Batches of windows arrive in any order; :class:`PoolingAccumulator` scatters each batch's
+states into per-chunk and per-text sums, so results never depend on batch size, padding
+or order. Positions come from the layout, never from token ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+POOLING_MODES = ("lmk", "mean", "cls")
+
+
+def check_pooling(pooling: str) -> str:
+    if pooling not in POOLING_MODES:
+        raise ValueError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
+    return pooling
+
+
+@dataclass
+class BatchIndex:
+    """Where to read one padded batch: landmarks owned by its rows, segments, CLS rows."""
+
+    lmk_rows: torch.Tensor  # (L,) row of each owned landmark
+    lmk_cols: torch.Tensor  # (L,) position of each owned landmark
+    lmk_chunks: torch.Tensor  # (L,) global chunk index of each owned landmark
+    segment: torch.Tensor  # (R, T) owned chunk index per position, -1 elsewhere
+    row_texts: torch.Tensor  # (R,) text index of each row
+    first_window: torch.Tensor  # (R,) bool: row is its text's first window
+    has_cls: bool
+
+
+class PoolingAccumulator:
+    """Collects per-chunk and per-text sums over batches, then pools."""
+
+    def __init__(self, n_texts: int, text_of_chunk: np.ndarray, dim: int, need_means: bool) -> None:
+        n_chunks = len(text_of_chunk)
+        self.text_of_chunk = torch.as_tensor(text_of_chunk, dtype=torch.long)
+        self.lmk = torch.zeros(n_chunks, dim, dtype=torch.float32)
+        self.cls_sum = torch.zeros(n_texts, dim, dtype=torch.float32)
+        self.cls_count = torch.zeros(n_texts, dtype=torch.float32)
+        self.cls_first = torch.zeros(n_texts, dim, dtype=torch.float32)
+        self.need_means = need_means
+        if need_means:
+            self.chunk_sum = torch.zeros(n_chunks, dim, dtype=torch.float32)
+            self.chunk_count = torch.zeros(n_chunks, dtype=torch.float32)
+        self.has_cls = False
+
+    def add(self, hidden: torch.Tensor, index: BatchIndex) -> None:
+        hidden = hidden.float().cpu()
+        self.lmk[index.lmk_chunks] = hidden[index.lmk_rows, index.lmk_cols]
+        cls_states = hidden[:, 0]
+        self.has_cls = index.has_cls
+        if index.has_cls:
+            self.cls_sum.index_add_(0, index.row_texts, cls_states)
+            self.cls_count.index_add_(0, index.row_texts, torch.ones(len(index.row_texts)))
+            first = index.first_window
+            self.cls_first[index.row_texts[first]] = cls_states[first]
+        if self.need_means:
+            owned = index.segment >= 0
+            seg = index.segment[owned]
+            self.chunk_sum.index_add_(0, seg, hidden[owned])
+            self.chunk_count.index_add_(0, seg, torch.ones(len(seg)))
+
+    def landmark_vectors(self) -> torch.Tensor:
+        """(n_chunks, d) landmark hidden states."""
+        return self.lmk
+
+    def chunk_means(self) -> torch.Tensor:
+        """(n_chunks, d) mean of each chunk's tokens and its landmark, in context."""
+        return self.chunk_sum / self.chunk_count.clamp(min=1)[:, None]
+
+    def pooled(self, pooling: str) -> torch.Tensor:
+        n_texts = len(self.cls_sum)
+        if pooling == "lmk":
+            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, self.lmk)
+            count = torch.bincount(self.text_of_chunk, minlength=n_texts).float()
+            return total / count[:, None]
+        if pooling == "mean":
+            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, self.chunk_sum)
+            count = torch.zeros(n_texts).index_add_(0, self.text_of_chunk, self.chunk_count)
+            if self.has_cls:
+                total += self.cls_first
+                count += 1
+            return total / count.clamp(min=1)[:, None]
+        if pooling == "cls":
+            if not self.has_cls:
+                raise ValueError("pooling='cls' needs a tokenizer with a CLS or BOS token; use 'lmk' or 'mean'")
+            return self.cls_sum / self.cls_count.clamp(min=1)[:, None]
+        raise ValueError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
+
+
+def l2_normalize(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(x, p=2, dim=-1, eps=1e-12)
