@@ -189,6 +189,7 @@ class LMKEncoder:
         self.tokenizer, self.model = _load_shared(
             path, self.device, self.dtype, trust_remote_code, allow_pickle, revision
         )
+        self._text_tokenizer = _text_tokenizer(self.tokenizer)
         self.special: SpecialTokens = special_tokens(self.tokenizer, landmark_token_id)
         self.dimension = int(self.model.config.hidden_size)
         self.trained_max_length = trained_max_length(self.model.config, self.tokenizer)
@@ -312,21 +313,12 @@ class LMKEncoder:
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
         """One batched fast-tokenizer call -> flat ids and character offsets into ``texts``."""
         inputs = [prefix + t for t in texts] if prefix else texts
-        enc = self.tokenizer(
-            inputs,
-            add_special_tokens=False,
-            return_offsets_mapping=True,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-            split_special_tokens=True,
-            verbose=False,
-        )
-        ids_lists = enc["input_ids"]
-        counts = np.fromiter(map(len, ids_lists), dtype=np.int64, count=len(ids_lists))
+        encodings = self._text_tokenizer.encode_batch(inputs, add_special_tokens=False)
+        counts = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
         total = int(counts.sum())
-        ids = np.fromiter(chain.from_iterable(ids_lists), dtype=np.int64, count=total)
+        ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=total)
         offs = np.fromiter(
-            chain.from_iterable(chain.from_iterable(enc["offset_mapping"])), dtype=np.int64, count=2 * total
+            chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)), dtype=np.int64, count=2 * total
         ).reshape(-1, 2)
         starts, ends = offs[:, 0], offs[:, 1]
         if prefix:
@@ -430,6 +422,17 @@ def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
     if not torch.isfinite(x).all():
         hint = " (fp16 overflows on some models: try dtype='bf16' or 'fp32')" if dtype == torch.float16 else ""
         raise FloatingPointError(f"the encoder produced non-finite vectors{hint}")
+
+
+def _text_tokenizer(tokenizer: Any) -> Any:
+    """A private copy of the Rust tokenizer that treats special-token strings in text as text."""
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+    backend.encode_special_tokens = True
+    return backend
 
 
 def _load_shared(path, device, dtype, trust_remote_code, allow_pickle, revision):

@@ -1,0 +1,35 @@
+"""The examples run offline, as written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_example(name: str, *args: str) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_quickstart_finds_the_right_documents():
+    out = run_example("quickstart.py")
+    assert "encoded 5 documents" in out
+    for name in ["bicycle_maintenance.md", "tides.md", "sourdough.md", "printing_press.md", "home_solar.md"]:
+        assert f"-> {name}" in out
+
+
+@pytest.mark.parametrize("question, doc", [("When should I replace a stretched chain?", "bicycle_maintenance.md")])
+def test_quickstart_custom_question(question, doc):
+    out = run_example("quickstart.py", question)
+    assert f"-> {doc}" in out and "stretch" in out
