@@ -33,3 +33,13 @@ def test_quickstart_finds_the_right_documents():
 def test_quickstart_custom_question(question, doc):
     out = run_example("quickstart.py", question)
     assert f"-> {doc}" in out and "stretch" in out
+
+
+def test_langchain_rag_example():
+    out = run_example("langchain_rag.py", "How do I make a sourdough starter?")
+    assert "retrieved: sourdough.md" in out
+
+
+def test_llamaindex_query_engine_example():
+    out = run_example("llamaindex_query_engine.py", "Why do some coasts have huge tides?")
+    assert "source: tides.md" in out

@@ -1,0 +1,54 @@
+"""``LMKEmbedding``: a LlamaIndex ``BaseEmbedding`` over the LMK encoder."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+try:
+    from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("llama_index.embeddings.lmk needs llama-index-core: pip install 'lmk-rag[llama-index]'") from exc
+
+from lmk_rag.framework_fields import LMKEncoderFields
+
+
+class LMKEmbedding(LMKEncoderFields, BaseEmbedding):
+    """Landmark-pooled embeddings for LlamaIndex.
+
+    ``embed_batch_size`` (validated by LlamaIndex) is how many texts LlamaIndex hands over at
+    once; ``batch_size`` is the rows per encoder forward pass. Long texts are encoded whole.
+
+    Example:
+        .. code-block:: python
+
+            from llama_index.core import Settings
+            from llama_index.embeddings.lmk import LMKEmbedding
+            Settings.embed_model = LMKEmbedding()
+    """
+
+    def __init__(self, **data: Any) -> None:
+        data.setdefault("model_name", data.get("model") or "sentence-transformers/all-MiniLM-L6-v2")
+        super().__init__(**data)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LMKEmbedding"
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self.encoder.encode_query(query).tolist()
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self.encoder.encode([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self.encoder.encode(texts).tolist()
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
