@@ -1,0 +1,105 @@
+"""Text sources for evaluation and training, all offline, with FAQ pages held out.
+
+FAQ documents (any package's FAQ pages) are reserved for an independent evaluation of the
+shipped model, so every loader here drops them (:func:`is_faq`). Sources split into
+disjoint halves by a stable hash, so training and evaluation never share a document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+TEXT_SUFFIXES = (".txt", ".md", ".rst")
+_FAQ = re.compile(r"\bF\.?A\.?Q\.?s?\b|frequently[ -]asked", re.IGNORECASE)
+
+
+def is_faq(name: str, text: str = "") -> bool:
+    """True for FAQ pages: by name, or a title/heading that says FAQ or 'frequently asked'."""
+    if _FAQ.search(Path(name).stem.replace("_", " ").replace("-", " ")):
+        return True
+    head = "\n".join(text.lstrip().splitlines()[:3])
+    return bool(_FAQ.search(head))
+
+
+@dataclass(frozen=True)
+class SourceText:
+    name: str
+    text: str
+
+
+def split_of(name: str) -> str:
+    """'train' or 'eval', by a stable hash of the document name (about half each)."""
+    return "train" if int(hashlib.sha1(name.encode()).hexdigest(), 16) % 2 == 0 else "eval"
+
+
+def read_folder(folder: str | Path, suffixes: Iterable[str] = TEXT_SUFFIXES) -> list[SourceText]:
+    """Every readable UTF-8 text file under ``folder`` (sorted), FAQ pages dropped."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise ValueError(f"text folder {str(folder)!r} does not exist or is not a folder")
+    suffixes = tuple(suffixes)
+    out = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix.lower() not in suffixes:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        name = str(path.relative_to(root))
+        if text.strip() and not is_faq(name, text):
+            out.append(SourceText(name, text))
+    return out
+
+
+def python_docs() -> list[SourceText]:
+    """The Python language reference topics shipped with CPython (``pydoc_data``)."""
+    from pydoc_data.topics import topics
+
+    return [SourceText(f"python-docs/{key}", text) for key, text in sorted(topics.items()) if not is_faq(key, text)]
+
+
+def package_readmes(min_chars: int = 2000) -> list[SourceText]:
+    """Long descriptions (READMEs) of the installed Python distributions, FAQ ones dropped."""
+    from importlib.metadata import distributions
+
+    seen: set[str] = set()
+    out = []
+    for dist in distributions():
+        name = (dist.metadata.get("Name") or "").lower()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        body = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None
+        body = body or dist.metadata.get("Description") or ""
+        if len(body) >= min_chars and not is_faq(name, body):
+            out.append(SourceText(f"readme/{name}", strip_faq_sections(body)))
+    return sorted(out, key=lambda s: s.name)
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.MULTILINE)
+
+
+def strip_faq_sections(markdown: str) -> str:
+    """Remove markdown sections titled FAQ / frequently asked questions (and their subsections)."""
+    out, skip_level = [], None
+    for line in markdown.splitlines(keepends=True):
+        m = _HEADING.match(line.rstrip("\n"))
+        if m:
+            level = len(m.group(1))
+            if skip_level is not None and level <= skip_level:
+                skip_level = None
+            if skip_level is None and _FAQ.search(m.group(2)):
+                skip_level = level
+        if skip_level is None:
+            out.append(line)
+    return "".join(out)
+
+
+def default_haystack(split: str = "eval") -> list[SourceText]:
+    """Python reference docs of one split: prose for needle haystacks, offline everywhere."""
+    return [s for s in python_docs() if split_of(s.name) == split]

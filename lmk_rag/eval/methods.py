@@ -1,0 +1,174 @@
+"""Retrieval methods compared on the same model: native CLS/mean, LMK single and multi-vector,
+chunk-then-embed, and BM25. Each method encodes a task's corpus once and may yield several
+result rows (e.g. LMK single-vector and multi-vector from one encode)."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..encoder import LMKEncoder
+from ..landmarks import build_layout, fixed_chunk_ends
+from .tasks import RetrievalTask
+
+
+@dataclass
+class MethodResult:
+    """Scores (queries x documents), the top passage's span per (query, doc), and timing."""
+
+    method: str
+    scores: np.ndarray
+    passage_spans: dict[tuple[int, int], tuple[int, int]] | None
+    encode_seconds: float
+    tokens: int
+    vectors_per_doc: float
+
+
+def _maxsim(q: np.ndarray, vectors: np.ndarray, counts: np.ndarray, spans: np.ndarray):
+    """Doc score = max over its vectors; also the span of the best vector for each (q, doc)."""
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sims = q @ vectors.T
+    scores = np.maximum.reduceat(sims, starts, axis=1)
+    best: dict[tuple[int, int], tuple[int, int]] = {}
+    for qi in range(len(q)):
+        for di in np.argsort(-scores[qi])[:10]:
+            seg = sims[qi, starts[di] : starts[di] + counts[di]]
+            a, b = spans[starts[di] + int(seg.argmax())]
+            best[(qi, int(di))] = (int(a), int(b))
+    return scores, best
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+class Method:
+    """Base: ``run(task)`` returns one or more :class:`MethodResult`."""
+
+    name: str
+
+    def run(self, task: RetrievalTask) -> list[MethodResult]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class NativePooling(Method):
+    """The model as usually used: ``[CLS] text [SEP]``, truncated to its window, CLS or mean."""
+
+    def __init__(self, pooling: str, **encoder_kwargs: Any) -> None:
+        probe = LMKEncoder(**encoder_kwargs)
+        limit = probe.trained_max_length - 2
+        self.encoder = LMKEncoder(pooling=pooling, granularity=None, max_tokens=limit, **encoder_kwargs)
+        self.name = pooling
+
+    def run(self, task: RetrievalTask) -> list[MethodResult]:
+        t0 = time.perf_counter()
+        docs = self.encoder.encode(task.doc_texts)
+        seconds = time.perf_counter() - t0
+        q = self.encoder.encode_query(task.query_texts)
+        tokens = int(np.minimum(self.encoder.tokenize(task.doc_texts).n_tokens, self.encoder.max_tokens).sum())
+        return [MethodResult(f"{self.name}-truncated", q @ docs.T, None, seconds, tokens, 1.0)]
+
+
+class LandmarkPooling(Method):
+    """LMK at granularity k: single vector (mean of landmarks) and multi-vector (MaxSim)."""
+
+    def __init__(self, k: int | str, **encoder_kwargs: Any) -> None:
+        self.encoder = LMKEncoder(pooling="lmk", granularity=k, **encoder_kwargs)
+        self.name = f"lmk-k{k}"
+        self.k = k
+
+    def run(self, task: RetrievalTask) -> list[MethodResult]:
+        t0 = time.perf_counter()
+        multi = self.encoder.encode_multi(task.doc_texts)
+        seconds = time.perf_counter() - t0
+        q = self.encoder.encode_query(task.query_texts)
+        pooled = np.stack([m.pooled for m in multi])
+        counts = np.array([len(m) for m in multi])
+        vectors = np.concatenate([m.vectors for m in multi])
+        spans = np.concatenate([np.asarray(m.spans) for m in multi])
+        scores, best = _maxsim(q, vectors, counts, spans)
+        tokens = int(sum(m.n_tokens for m in multi))
+        return [
+            MethodResult(f"lmk-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0),
+            MethodResult(f"lmk-multi-k{self.k}", scores, best, seconds, tokens, float(counts.mean())),
+        ]
+
+
+class ChunkThenEmbed(Method):
+    """Fixed n-token chunks embedded alone (native layout and pooling); doc = max or mean of chunks."""
+
+    def __init__(self, n: int, pooling: str = "mean", **encoder_kwargs: Any) -> None:
+        self.encoder = LMKEncoder(pooling=pooling, granularity=None, **encoder_kwargs)
+        self.n = n
+
+    def run(self, task: RetrievalTask) -> list[MethodResult]:
+        enc = self.encoder
+        t0 = time.perf_counter()
+        batch = enc.tokenize(task.doc_texts)
+        ends, offsets = fixed_chunk_ends(batch.n_tokens, self.n)
+        spans = build_layout(batch, ends, offsets, enc.special.landmark_id, enc.special.cls_id).spans
+        doc_of = np.repeat(np.arange(len(task.doc_texts)), np.diff(offsets))
+        chunk_texts = [task.doc_texts[d][a:b] for d, (a, b) in zip(doc_of, spans)]
+        vectors = enc.encode(chunk_texts)
+        seconds = time.perf_counter() - t0
+        q = enc.encode_query(task.query_texts)
+        counts = np.diff(offsets)
+        scores, best = _maxsim(q, vectors, counts, spans)
+        sums = np.zeros((len(counts), vectors.shape[1]), dtype=np.float32)
+        np.add.at(sums, doc_of, vectors)
+        avg = _normalise(sums / counts[:, None])
+        tokens = int(batch.n_tokens.sum())
+        return [
+            MethodResult(f"chunk-max-{self.n}", scores, best, seconds, tokens, float(counts.mean())),
+            MethodResult(f"chunk-avg-{self.n}", q @ avg.T, None, seconds, tokens, 1.0),
+        ]
+
+
+class BM25(Method):
+    """Lexical reference (bm25s, English stopwords)."""
+
+    name = "bm25"
+
+    def run(self, task: RetrievalTask) -> list[MethodResult]:
+        import bm25s
+
+        t0 = time.perf_counter()
+        retriever = bm25s.BM25()
+        retriever.index(bm25s.tokenize(task.doc_texts, stopwords="en", show_progress=False), show_progress=False)
+        seconds = time.perf_counter() - t0
+        tokens = sum(len(t.split()) for t in task.doc_texts)
+        scores = np.zeros((len(task.query_texts), len(task.doc_texts)), dtype=np.float32)
+        for i, query in enumerate(task.query_texts):
+            q_tokens = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+            scores[i] = retriever.get_scores(q_tokens) if q_tokens else 0.0
+        return [MethodResult("bm25", scores, None, seconds, tokens, 1.0)]
+
+
+_SPEC = re.compile(r"^(cls|mean|lmk|chunk|bm25)(?::(\w+))?$")
+METHOD_HELP = "cls, mean, lmk:K (K an int or 'sentence'), chunk:N, bm25"
+
+
+def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]:
+    """``"cls,mean,lmk:32,chunk:128,bm25"`` -> methods sharing one loaded model."""
+    items = specs.split(",") if isinstance(specs, str) else list(specs)
+    methods: list[Method] = []
+    for raw in items:
+        spec = raw.strip()
+        m = _SPEC.match(spec)
+        if not m:
+            raise ValueError(f"unknown method {spec!r}; use {METHOD_HELP}")
+        kind, arg = m.groups()
+        if kind in ("cls", "mean"):
+            methods.append(NativePooling(kind, **encoder_kwargs))
+        elif kind == "lmk":
+            k: int | str = 32 if arg is None else (arg if arg == "sentence" else int(arg))
+            methods.append(LandmarkPooling(k, **encoder_kwargs))
+        elif kind == "chunk":
+            methods.append(ChunkThenEmbed(int(arg or 128), **encoder_kwargs))
+        else:
+            methods.append(BM25())
+    return methods

@@ -1,0 +1,104 @@
+"""Markdown + JSON reports and PNG plots (accuracy vs needle position and vs document length)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from .runner import EvalRow
+
+COLUMNS = ["nDCG@10", "R@10", "MRR", "top1", "passage_hit@1"]
+
+
+def breakdown(rows: Sequence[EvalRow], key: str, metric: str = "top1") -> dict[str, dict[float, float]]:
+    """``{method: {meta value: mean metric}}`` over queries that carry ``key`` in their meta."""
+    sums: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        for qid, values in row.per_query.items():
+            meta = row.query_meta.get(qid)
+            if meta and key in meta and metric in values:
+                sums[row.method][meta[key]].append(values[metric])
+    return {m: {k: sum(v) / len(v) for k, v in sorted(d.items())} for m, d in sums.items()}
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def markdown(rows: Sequence[EvalRow], title: str, command: str | None = None) -> str:
+    lines = [f"# {title}", ""]
+    if command:
+        lines += ["Produced by:", "", "```", command, "```", ""]
+    by_task: dict[str, list[EvalRow]] = defaultdict(list)
+    for row in rows:
+        by_task[row.task].append(row)
+    for task, task_rows in by_task.items():
+        lines += [f"## {task}", "", "| method | " + " | ".join(COLUMNS) + " | vectors/doc | encode s | tok/s |",
+                  "|---|" + "---:|" * (len(COLUMNS) + 3)]
+        for r in task_rows:
+            cells = [_fmt(r.metrics.get(c)) for c in COLUMNS]
+            lines.append(f"| {r.method} | " + " | ".join(cells)
+                         + f" | {r.vectors_per_doc:.1f} | {r.encode_seconds:.1f} | {r.tokens_per_second:.0f} |")
+        lines.append("")
+    for key, label in (("length", "document length (tokens)"), ("position", "needle position")):
+        table = breakdown(rows, key)
+        if not table:
+            continue
+        values = sorted({v for d in table.values() for v in d})
+        lines += [f"## top-1 accuracy by {label}", "",
+                  "| method | " + " | ".join(f"{v:g}" for v in values) + " |", "|---|" + "---:|" * len(values)]
+        for method, d in table.items():
+            lines.append(f"| {method} | " + " | ".join(_fmt(d.get(v)) for v in values) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence[EvalRow], key: str, path: Path, xlabel: str, logx: bool = False) -> Path | None:
+    table = breakdown(rows, key)
+    if not table:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    for method, d in table.items():
+        style = "--" if method.startswith(("chunk", "bm25")) else "-"
+        ax.plot(list(d), list(d.values()), style, marker="o", label=method)
+    if logx:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({v for d in table.values() for v in d}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("top-1 accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    rows: Sequence[EvalRow], out_dir: str | Path, title: str = "lmk-rag eval",
+    command: str | None = None, settings: dict | None = None,
+) -> dict[str, Path]:
+    """Write ``report.md``, ``report.json`` and the plots into ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out / "report.md", "json": out / "report.json"}
+    paths["markdown"].write_text(markdown(rows, title, command), encoding="utf-8")
+    payload = {"title": title, "command": command, "settings": settings or {},
+               "rows": [{k: v for k, v in r.to_dict().items() if k not in ("per_query", "query_meta")} for r in rows],
+               "by_length": breakdown(rows, "length"), "by_position": breakdown(rows, "position")}
+    paths["json"].write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+    for key, name, label, logx in (("position", "accuracy_by_position.png", "relative needle position", False),
+                                   ("length", "accuracy_by_length.png", "document length (tokens)", True)):
+        p = plot(rows, key, out / name, label, logx)
+        if p:
+            paths[key] = p
+    return paths
