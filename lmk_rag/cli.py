@@ -55,7 +55,47 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
     ev.add_argument("--title", default="lmk-rag eval")
     ev.add_argument("--no-progress", action="store_true")
+    tr = sub.add_parser("train", help="teach an encoder to pool at landmarks (LoRA or full fine-tuning)")
+    tr.add_argument("--output", required=True, help="folder to write; LMKEncoder(model=folder) loads it")
+    tr.add_argument("--base-model", default=None, help="model folder or hub id (default: packaged all-MiniLM-L6-v2)")
+    tr.add_argument("--pairs", default=None, help="JSONL of {query, positive[, negative]}")
+    tr.add_argument("--texts", action="append", default=[],
+                    help="folder of raw text for inverse-cloze pairs, or 'default' (repeatable)")
+    tr.add_argument("--granularities", type=_ints, default=[32, 64, 128])
+    tr.add_argument("--steps", type=int, default=400)
+    tr.add_argument("--batch-size", type=int, default=16)
+    tr.add_argument("--grad-accum", type=int, default=1)
+    tr.add_argument("--lr", type=float, default=5e-4)
+    tr.add_argument("--temperature", type=float, default=0.05)
+    tr.add_argument("--contrastive-weight", type=float, default=1.0)
+    tr.add_argument("--maxsim-weight", type=float, default=1.0)
+    tr.add_argument("--distill-weight", type=float, default=1.0)
+    tr.add_argument("--distill-only-steps", type=int, default=0)
+    tr.add_argument("--full-finetune", action="store_true", help="train all weights instead of LoRA")
+    tr.add_argument("--lora-r", type=int, default=16)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--checkpoint-every", type=int, default=50)
+    tr.add_argument("--device", default="cpu")
+    tr.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from .models import DEFAULT_MODEL
+    from .train import TrainConfig, train
+
+    config = TrainConfig(
+        output=args.output, base_model=args.base_model or DEFAULT_MODEL, pairs=args.pairs, texts=args.texts,
+        granularities=args.granularities, steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
+        lr=args.lr, temperature=args.temperature, contrastive_weight=args.contrastive_weight,
+        maxsim_weight=args.maxsim_weight, distill_weight=args.distill_weight,
+        distill_only_steps=args.distill_only_steps, full_finetune=args.full_finetune, lora_r=args.lora_r,
+        seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
+        show_progress=not args.no_progress,
+    )
+    out = train(config)
+    print(f"wrote {out}; load it with LMKEncoder(model={str(out)!r})")
+    return 0
 
 
 def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -93,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "eval":
             return run_eval(args, argv)
+        if args.command == "train":
+            return run_train(args)
     except (ValueError, TypeError, OSError) as exc:
         print(f"lmk-rag {args.command}: error: {exc}", file=sys.stderr)
         return 2

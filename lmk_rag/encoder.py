@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -27,6 +28,7 @@ from .landmarks import (
     fixed_chunk_ends,
     split_long_chunks,
 )
+from .lmk_folder import LMKFolderConfig, apply_adapter, is_lmk_folder
 from .models import (
     SpecialTokens,
     is_rotary,
@@ -143,8 +145,8 @@ class LMKEncoder:
         self,
         model: str | os.PathLike[str] | None = None,
         *,
-        pooling: str = "lmk",
-        granularity: Granularity = 32,
+        pooling: str | None = None,
+        granularity: Granularity | str = "default",
         normalize: bool = True,
         device: str | torch.device = "auto",
         dtype: str | torch.dtype = "fp32",
@@ -164,6 +166,14 @@ class LMKEncoder:
         allow_pickle: bool = False,
         revision: str | None = None,
     ) -> None:
+        path, self.model_name = resolve_model_path(model)
+        folder = load_folder_config(path)
+        if pooling is None:
+            pooling = folder.pooling if folder else "lmk"
+        if isinstance(granularity, str) and granularity == "default":
+            granularity = folder.granularity if folder else 32
+        if landmark_token_id is None and folder is not None:
+            landmark_token_id = folder.landmark_token_id
         self.pooling = check_pooling(pooling)
         self.granularity = check_granularity(granularity)
         if not isinstance(normalize, bool):
@@ -185,9 +195,10 @@ class LMKEncoder:
 
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
-        path, self.model_name = resolve_model_path(model)
+        self.adapter = path if folder is not None and folder.base_model != "." else None
+        base = path if folder is None else resolve_base(path, folder)
         self.tokenizer, self.model = _load_shared(
-            path, self.device, self.dtype, trust_remote_code, allow_pickle, revision
+            base, self.device, self.dtype, trust_remote_code, allow_pickle, revision, self.adapter, landmark_token_id
         )
         self._text_tokenizer = _text_tokenizer(self.tokenizer)
         self.special: SpecialTokens = special_tokens(self.tokenizer, landmark_token_id)
@@ -244,7 +255,17 @@ class LMKEncoder:
             normalize=self.normalize,
             query_prefix=self.query_prefix,
             document_prefix=self.document_prefix,
+            adapter=self.adapter_name,
         )
+
+    @property
+    def adapter_name(self) -> str | None:
+        """Name of the LMK adapter merged into the model (None for a plain model)."""
+        if self.adapter is None:
+            return None
+        from pathlib import Path
+
+        return Path(self.adapter).name
 
     def __repr__(self) -> str:
         return (
@@ -424,6 +445,18 @@ def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
         raise FloatingPointError(f"the encoder produced non-finite vectors{hint}")
 
 
+def load_folder_config(path: str) -> LMKFolderConfig | None:
+    """The LMK settings of a folder written by ``lmk-rag train``, or None for a plain model."""
+    return LMKFolderConfig.load(Path(path)) if is_lmk_folder(path) else None
+
+
+def resolve_base(path: str, folder: LMKFolderConfig) -> str:
+    """Where the base weights of an LMK folder live."""
+    if folder.base_model == ".":
+        return path
+    return resolve_model_path(folder.base_model)[0]
+
+
 def _text_tokenizer(tokenizer: Any) -> Any:
     """A private copy of the Rust tokenizer that treats special-token strings in text as text."""
     from tokenizers import Tokenizer
@@ -435,9 +468,9 @@ def _text_tokenizer(tokenizer: Any) -> Any:
     return backend
 
 
-def _load_shared(path, device, dtype, trust_remote_code, allow_pickle, revision):
+def _load_shared(path, device, dtype, trust_remote_code, allow_pickle, revision, adapter=None, landmark_id=None):
     """Load (tokenizer, model) once per settings; encoders with the same settings share them."""
-    key = (path, str(device), str(dtype), trust_remote_code, allow_pickle, revision)
+    key = (path, str(device), str(dtype), trust_remote_code, allow_pickle, revision, adapter)
     with _MODEL_CACHE_LOCK:
         if key not in _MODEL_CACHE:
             tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code, revision=revision)
@@ -445,5 +478,10 @@ def _load_shared(path, device, dtype, trust_remote_code, allow_pickle, revision)
                 path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                 allow_pickle=allow_pickle, revision=revision,
             )
+            if adapter is not None:
+                from pathlib import Path
+
+                lmk = special_tokens(tokenizer, landmark_id).landmark_id
+                model = apply_adapter(model, Path(adapter), lmk)
             _MODEL_CACHE[key] = (tokenizer, model)
         return _MODEL_CACHE[key]

@@ -13,6 +13,9 @@ import torch
 logger = logging.getLogger("lmk_rag")
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# The LMK adapter trained for DEFAULT_MODEL and shipped inside this package (see README).
+SHIPPED_ADAPTER = Path(__file__).resolve().parent / "trained" / "all-MiniLM-L6-v2-lmk"
+SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Model types whose positions are rotary (relative), so windows may exceed the trained length.
@@ -34,7 +37,13 @@ def packaged_model_path() -> Path:
 
 
 def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
-    """Map the user's ``model`` to (what to load, the name recorded in fingerprints)."""
+    """Map the user's ``model`` to (what to load, the name recorded in fingerprints).
+
+    ``None`` is the shipped LMK adapter when present (else the packaged base);
+    ``DEFAULT_MODEL`` is always the untrained packaged base.
+    """
+    if model is None and (SHIPPED_ADAPTER / "lmk_config.json").is_file():
+        return str(SHIPPED_ADAPTER), SHIPPED_ADAPTER_NAME
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL
     if not isinstance(model, (str, os.PathLike)):

@@ -103,3 +103,47 @@ def strip_faq_sections(markdown: str) -> str:
 def default_haystack(split: str = "eval") -> list[SourceText]:
     """Python reference docs of one split: prose for needle haystacks, offline everywhere."""
     return [s for s in python_docs() if split_of(s.name) == split]
+
+
+_STDLIB_MODULES = (
+    "argparse", "asyncio", "base64", "bisect", "calendar", "collections", "concurrent.futures", "configparser",
+    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email", "enum", "fractions",
+    "ftplib", "functools", "glob", "gzip", "hashlib", "heapq", "hmac", "html.parser", "http.client",
+    "http.server", "imaplib", "importlib", "inspect", "io", "ipaddress", "itertools", "json", "logging",
+    "mailbox", "math", "multiprocessing", "operator", "os", "pathlib", "pickle", "platform", "plistlib",
+    "pprint", "queue", "random", "re", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal",
+    "smtplib", "socket", "sqlite3", "ssl", "statistics", "string", "struct", "subprocess", "tarfile",
+    "tempfile", "textwrap", "threading", "time", "timeit", "tkinter", "tokenize", "traceback", "turtle",
+    "typing", "unittest", "urllib.parse", "urllib.request", "uuid", "venv", "warnings", "weakref",
+    "xml.etree.ElementTree", "zipfile", "zoneinfo",
+)
+
+
+def stdlib_docstrings(min_chars: int = 1500) -> list[SourceText]:
+    """One document per standard-library module: its docstring and its public members' docstrings."""
+    import importlib
+    import inspect
+
+    out = []
+    for name in _STDLIB_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - optional modules (tkinter, ...) may be missing
+            continue
+        parts = [inspect.getdoc(module) or ""]
+        for member_name, member in sorted(vars(module).items()):
+            if member_name.startswith("_") or not (inspect.isclass(member) or inspect.isfunction(member)):
+                continue
+            doc = inspect.getdoc(member)
+            if doc and len(doc) > 80:
+                parts.append(f"{member_name}: {doc}")
+        text = "\n\n".join(p for p in parts if p)
+        if len(text) >= min_chars and not is_faq(name, text):
+            out.append(SourceText(f"stdlib/{name}", text))
+    return out
+
+
+def training_texts() -> list[SourceText]:
+    """The default training corpus: train halves of the Python docs, stdlib docstrings and READMEs."""
+    sources = python_docs() + stdlib_docstrings() + package_readmes()
+    return [s for s in sources if split_of(s.name) == "train"]

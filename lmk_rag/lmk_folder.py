@@ -1,0 +1,64 @@
+"""LMK model folders: a trained adapter plus the landmark settings to use it with.
+
+Layout of a folder written by ``lmk-rag train``::
+
+    lmk_config.json               base model, pooling, granularity, landmark id, training record
+    adapter/                      peft LoRA adapter (adapter_config.json, adapter_model.safetensors)
+    landmark_delta.safetensors    trained offset added to the landmark token's input embedding
+
+or, after full fine-tuning, the whole model (config.json, model.safetensors, tokenizer) beside
+``lmk_config.json`` with ``"base_model": "."``. ``LMKEncoder(model=folder)`` reads it all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CONFIG_NAME = "lmk_config.json"
+ADAPTER_DIR = "adapter"
+DELTA_NAME = "landmark_delta.safetensors"
+
+
+@dataclass
+class LMKFolderConfig:
+    base_model: str | None  # None: the packaged default base; ".": the folder itself
+    pooling: str = "lmk"
+    granularity: Any = 32
+    landmark_token_id: int | None = None
+    training: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, folder: Path) -> None:
+        (folder / CONFIG_NAME).write_text(json.dumps(asdict(self), indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> "LMKFolderConfig":
+        data = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def is_lmk_folder(path: str | Path) -> bool:
+    return (Path(path) / CONFIG_NAME).is_file()
+
+
+def apply_adapter(model: torch.nn.Module, folder: Path, landmark_id: int) -> torch.nn.Module:
+    """Merge the folder's LoRA adapter into ``model`` and add the landmark embedding delta."""
+    adapter = folder / ADAPTER_DIR
+    if adapter.is_dir():
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    delta_file = folder / DELTA_NAME
+    if delta_file.is_file():
+        from safetensors.torch import load_file
+
+        delta = load_file(str(delta_file))["delta"]
+        emb = model.get_input_embeddings()
+        with torch.no_grad():
+            emb.weight[landmark_id] += delta.to(emb.weight.dtype).to(emb.weight.device)
+    return model.eval()

@@ -1,0 +1,83 @@
+"""Training pairs: (query, positive[, negative]) from JSONL, or inverse-cloze pairs from raw text."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..sentences import sentence_starts
+
+
+@dataclass(frozen=True)
+class Pair:
+    query: str
+    positive: str
+    negative: str | None = None
+
+
+def load_pairs(path: str | Path) -> list[Pair]:
+    """JSONL lines with ``query`` (or ``anchor``), ``positive`` (or ``pos``), optional ``negative``."""
+    pairs = []
+    with Path(path).open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            query = row.get("query", row.get("anchor"))
+            positive = row.get("positive", row.get("pos"))
+            negative = row.get("negative", row.get("neg"))
+            if isinstance(positive, list):
+                positive = positive[0] if positive else None
+            if isinstance(negative, list):
+                negative = negative[0] if negative else None
+            if not isinstance(query, str) or not isinstance(positive, str):
+                raise ValueError(f"{path}:{n}: each line needs string 'query' and 'positive' fields")
+            pairs.append(Pair(query, positive, negative if isinstance(negative, str) else None))
+    if not pairs:
+        raise ValueError(f"{path}: no training pairs found")
+    return pairs
+
+
+def text_windows(texts: list[str], tokenize, min_tokens: int, max_tokens: int, seed: int) -> list[str]:
+    """Cut documents into consecutive windows of min..max tokens (char slices via token offsets)."""
+    rng = random.Random(seed)
+    batch = tokenize(texts)
+    windows = []
+    for i, text in enumerate(texts):
+        starts = batch.starts[batch.offsets[i] : batch.offsets[i + 1]]
+        pos = 0
+        while pos < len(starts):
+            size = rng.randint(min_tokens, max_tokens)
+            end = min(pos + size, len(starts))
+            if end - pos >= min_tokens // 2:
+                a = int(starts[pos])
+                b = int(starts[end]) if end < len(starts) else len(text)
+                windows.append(text[a:b].strip())
+            pos = end
+    return [w for w in windows if w]
+
+
+def inverse_cloze_pairs(windows: list[str], keep_prob: float, seed: int) -> list[Pair]:
+    """A sentence of each window as query, the window (without it, most of the time) as positive."""
+    rng = random.Random(seed)
+    pairs = []
+    for window in windows:
+        bounds = [0, *sentence_starts(window).tolist(), len(window)]
+        sentences = [(a, b) for a, b in zip(bounds, bounds[1:]) if 6 <= len(window[a:b].split()) <= 60]
+        if len(sentences) < 2:
+            continue
+        a, b = sentences[rng.randrange(len(sentences))]
+        query = " ".join(window[a:b].split())
+        positive = window if rng.random() < keep_prob else (window[:a] + window[b:]).strip()
+        pairs.append(Pair(query, positive))
+    return pairs
+
+
+def sample_batch(n_items: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+    """Indices of the batch for ``step``: a pure function of (seed, step), so resuming is exact."""
+    rng = np.random.default_rng([seed, step])
+    return rng.choice(n_items, size=min(batch_size, n_items), replace=False)

@@ -1,0 +1,273 @@
+"""Teach an encoder to pool at landmarks.
+
+Objectives (weights in :class:`TrainConfig`):
+- contrastive InfoNCE with in-batch (and given hard) negatives on pooled LMK vectors;
+- the same on MaxSim over landmark vectors (what the multi-vector index scores);
+- distillation: each landmark state towards the frozen base model's embedding of its
+  chunk alone (the base reads short chunks well; landmarks should too).
+Parameters: LoRA (peft) on every linear layer plus a trained offset on the landmark
+token's input embedding, or full fine-tuning. Seeded; each step's batch is a function of
+(seed, step), so a run resumed from a checkpoint continues exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..batching import make_batch
+from ..encoder import LMKEncoder
+from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
+from ..models import DEFAULT_MODEL, load_model, resolve_model_path
+from ..windows import build_sequences
+from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, text_windows
+
+logger = logging.getLogger("lmk_rag")
+
+
+@dataclass
+class TrainConfig:
+    output: str
+    base_model: str = DEFAULT_MODEL
+    pairs: str | None = None
+    texts: list[str] = field(default_factory=list)
+    granularities: list[int] = field(default_factory=lambda: [32, 64, 128])
+    steps: int = 400
+    batch_size: int = 16
+    grad_accum: int = 1
+    lr: float = 5e-4
+    temperature: float = 0.05
+    contrastive_weight: float = 1.0
+    maxsim_weight: float = 1.0
+    distill_weight: float = 1.0
+    distill_only_steps: int = 0
+    full_finetune: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    window_min_tokens: int = 192
+    window_max_tokens: int = 448
+    ict_keep_prob: float = 0.5
+    seed: int = 0
+    checkpoint_every: int = 50
+    device: str = "cpu"
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.pairs and not self.texts:
+            raise ValueError("give training data: pairs='file.jsonl' and/or texts=[folders or 'default']")
+        for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size < 2:
+            raise ValueError("batch_size must be >= 2: in-batch negatives need company")
+        if not self.granularities or any(k < 1 for k in self.granularities):
+            raise ValueError("granularities must be positive ints, e.g. [32, 64, 128]")
+
+
+def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
+    from ..eval.corpora import read_folder, training_texts
+
+    pairs: list[Pair] = load_pairs(config.pairs) if config.pairs else []
+    sources = []
+    for spec in config.texts:
+        sources += training_texts() if spec == "default" else read_folder(spec)
+    if sources:
+        windows = text_windows([s.text for s in sources], tokenize, config.window_min_tokens,
+                               config.window_max_tokens, config.seed)
+        pairs += inverse_cloze_pairs(windows, config.ict_keep_prob, config.seed)
+    if len(pairs) < config.batch_size:
+        raise ValueError(f"only {len(pairs)} training pairs; need at least batch_size={config.batch_size}")
+    return pairs
+
+
+class LandmarkStudent(torch.nn.Module):
+    """The trainable encoder: LoRA (or all weights) plus a landmark embedding offset."""
+
+    def __init__(self, model: torch.nn.Module, landmark_id: int, config: TrainConfig) -> None:
+        super().__init__()
+        if config.full_finetune:
+            self.model = model
+        else:
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0,
+                              target_modules="all-linear", bias="none")
+            self.model = get_peft_model(model, lora)
+        dim = model.get_input_embeddings().weight.shape[1]
+        self.delta = torch.nn.Parameter(torch.zeros(dim))
+        self.landmark_id = landmark_id
+        self.model.get_input_embeddings().register_forward_hook(self._add_delta)
+
+    def _add_delta(self, module, inputs, output):
+        return output + (inputs[0] == self.landmark_id).unsqueeze(-1).to(output.dtype) * self.delta
+
+    def trainable(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]):
+    """Differentiable LMK pass: pooled (B, d), landmark states (M, d), chunk->text, layout."""
+    _, layout, _ = enc.layout(texts)
+    seqs = build_sequences(layout, enc.max_length, enc.window_overlap)
+    rows = np.arange(len(seqs.lengths))
+    batch = make_batch(seqs, rows, enc.special.pad_id, enc.special.cls_id is not None)
+    hidden = student(batch.input_ids.to(enc.device), batch.attention_mask.to(enc.device))
+    idx = batch.index
+    picked = hidden[idx.lmk_rows.to(hidden.device), idx.lmk_cols.to(hidden.device)]
+    n_chunks = int(layout.chunk_offsets[-1])
+    states = torch.zeros(n_chunks, hidden.shape[-1], device=hidden.device).index_put(
+        (idx.lmk_chunks.to(hidden.device),), picked.float()
+    )
+    text_of_chunk = torch.as_tensor(np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets)),
+                                    device=hidden.device)
+    counts = torch.bincount(text_of_chunk, minlength=layout.n_texts).float()
+    pooled = torch.zeros(layout.n_texts, states.shape[-1], device=hidden.device).index_add(0, text_of_chunk, states)
+    return pooled / counts[:, None], states, text_of_chunk, layout
+
+
+def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Tensor, n_docs: int) -> torch.Tensor:
+    sims = q @ states.T
+    index = text_of_chunk.unsqueeze(0).expand_as(sims)
+    out = torch.full((len(q), n_docs), -1e4, device=q.device, dtype=sims.dtype)
+    return out.scatter_reduce(1, index, sims, reduce="amax", include_self=True)
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        torch.manual_seed(config.seed)
+        base_path, self.base_name = resolve_model_path(config.base_model)
+        # Layout and teacher: the frozen base, shared with any encoder of the same model.
+        self.enc = LMKEncoder(base_path, granularity=list(config.granularities), device=config.device, seed=config.seed)
+        self.teacher = LMKEncoder(base_path, pooling="mean", granularity=None, device=config.device)
+        self.query_enc = LMKEncoder(base_path, granularity=max(config.granularities), device=config.device)
+        model = load_model(base_path, device=self.enc.device, dtype=torch.float32, trust_remote_code=False,
+                           allow_pickle=False, revision=None)
+        model.eval()  # dropout off: ~5x faster on CPU, and LoRA needs no dropout here
+        self.student = LandmarkStudent(model, self.enc.special.landmark_id, config)
+        self.optimizer = torch.optim.AdamW(self.student.trainable(), lr=config.lr, weight_decay=0.0)
+        self.pairs = build_pairs(config, self.enc.tokenize)
+        self.out = Path(config.output)
+        self.history: list[dict[str, float]] = []
+        self.step = 0
+
+    # ---------------------------------------------------------------- losses
+    def losses(self, pairs: list[Pair], step: int) -> dict[str, torch.Tensor]:
+        c = self.config
+        self.enc._rng = np.random.default_rng([c.seed, step, 1])
+        docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
+        pooled, states, text_of_chunk, layout = landmark_forward(self.student, self.enc, docs)
+        q_pooled, _, _, _ = landmark_forward(self.student, self.query_enc, [p.query for p in pairs])
+        q = F.normalize(q_pooled, dim=-1)
+        labels = torch.arange(len(pairs), device=q.device)
+        out: dict[str, torch.Tensor] = {}
+        if c.distill_weight > 0:
+            spans = layout.spans
+            doc_of = text_of_chunk.cpu().numpy()
+            chunk_texts = [docs[d][a:b] for d, (a, b) in zip(doc_of, spans)]
+            teacher = torch.as_tensor(self.teacher.encode(chunk_texts), device=states.device)
+            out["distill"] = (1 - F.cosine_similarity(states, teacher, dim=-1)).mean() * c.distill_weight
+        if step >= c.distill_only_steps:
+            if c.contrastive_weight > 0:
+                logits = q @ F.normalize(pooled, dim=-1).T / c.temperature
+                out["contrastive"] = F.cross_entropy(logits, labels) * c.contrastive_weight
+            if c.maxsim_weight > 0:
+                logits = maxsim_scores(q, F.normalize(states, dim=-1), text_of_chunk, len(docs)) / c.temperature
+                out["maxsim"] = F.cross_entropy(logits, labels) * c.maxsim_weight
+        return out
+
+    # ---------------------------------------------------------------- checkpoints
+    def _checkpoint_dir(self) -> Path:
+        return self.out / "checkpoint"
+
+    def save_checkpoint(self) -> None:
+        tmp = self.out / "checkpoint.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        state = {n: p.detach().cpu() for n, p in self.student.named_parameters() if p.requires_grad}
+        torch.save({"step": self.step, "params": state, "optimizer": self.optimizer.state_dict(),
+                    "history": self.history}, tmp / "state.pt")
+        final = self._checkpoint_dir()
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)  # atomic: a crash leaves the old checkpoint or the new one
+
+    def maybe_resume(self) -> bool:
+        state_file = self._checkpoint_dir() / "state.pt"
+        if not state_file.is_file():
+            return False
+        state = torch.load(state_file, weights_only=False)
+        params = dict(self.student.named_parameters())
+        with torch.no_grad():
+            for name, value in state["params"].items():
+                params[name].copy_(value)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.history = state["step"], state["history"]
+        logger.warning("resuming from %s at step %d", state_file, self.step)
+        return True
+
+    # ---------------------------------------------------------------- loop
+    def train(self) -> Path:
+        from tqdm.auto import tqdm
+
+        c = self.config
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.maybe_resume()
+        t0 = time.perf_counter()
+        bar = tqdm(total=c.steps, initial=self.step, desc="train", disable=not c.show_progress)
+        while self.step < c.steps:
+            self.optimizer.zero_grad(set_to_none=True)
+            totals: dict[str, float] = {}
+            for micro in range(c.grad_accum):
+                idx = sample_batch(len(self.pairs), c.batch_size, c.seed, self.step * c.grad_accum + micro)
+                parts = self.losses([self.pairs[i] for i in idx], self.step)
+                loss = sum(parts.values()) / c.grad_accum
+                loss.backward()
+                for k, v in parts.items():
+                    totals[k] = totals.get(k, 0.0) + v.item() / c.grad_accum
+            self.optimizer.step()
+            self.step += 1
+            totals["loss"] = sum(totals.values())
+            self.history.append({"step": self.step, **totals})
+            bar.set_postfix({k: f"{v:.3f}" for k, v in totals.items()})
+            bar.update(1)
+            if self.step % c.checkpoint_every == 0 or self.step == c.steps:
+                self.save_checkpoint()
+        bar.close()
+        return self.save(time.perf_counter() - t0)
+
+    def save(self, seconds: float) -> Path:
+        """Write the LMK folder ``LMKEncoder(model=output)`` loads."""
+        from safetensors.torch import save_file
+
+        c = self.config
+        record: dict[str, Any] = {"config": asdict(c), "pairs": len(self.pairs), "wall_seconds_this_run": seconds,
+                                  "final": self.history[-1] if self.history else {}}
+        if c.full_finetune:
+            self.student.model.save_pretrained(self.out)
+            self.enc.tokenizer.save_pretrained(self.out)
+            base = "."
+        else:
+            self.student.model.save_pretrained(str(self.out / ADAPTER_DIR))
+            base = c.base_model
+        save_file({"delta": self.student.delta.detach().cpu().contiguous()}, str(self.out / DELTA_NAME))
+        LMKFolderConfig(base_model=base, pooling="lmk", granularity=min(c.granularities),
+                        landmark_token_id=self.enc.special.landmark_id, training=record).save(self.out)
+        (self.out / "history.json").write_text(json.dumps(self.history), encoding="utf-8")
+        return self.out
+
+
+def train(config: TrainConfig) -> Path:
+    """Train and save; resumes from ``output/checkpoint`` when one is there."""
+    return Trainer(config).train()
