@@ -1,0 +1,94 @@
+"""Training on a tiny model: loss goes down, save/reload is exact, resume continues exactly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lmk_rag import LMKEncoder
+from lmk_rag.train import TrainConfig, Trainer, load_pairs
+from lmk_rag.train.trainer import landmark_forward
+
+TEXTS = {
+    "tides.txt": "Spring tides come at new and full moon when the Sun and Moon line up. Neap tides come at the "
+                 "quarter moons. The Bay of Fundy has a tidal range of sixteen metres. Storm surges raise the sea.",
+    "bread.txt": "A sourdough starter is fed daily with flour and water. Grey liquid on top means it is hungry. "
+                 "Bulk fermentation takes four to six hours at room temperature. Bake at 250 degrees.",
+    "bike.txt": "Check tyre pressure every week because tubes lose air slowly. Oil each chain roller once. "
+                "Replace a chain stretched by three quarters of a percent. Adjust the barrel a quarter turn.",
+}
+
+
+@pytest.fixture()
+def text_folder(tmp_path):
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for name, text in TEXTS.items():
+        (folder / name).write_text(text * 3)
+    return folder
+
+
+def config(tmp_path, tiny_bert_dir, text_folder, **kw) -> TrainConfig:
+    base = dict(output=str(tmp_path / "out"), base_model=str(tiny_bert_dir), texts=[str(text_folder)],
+                granularities=[8, 16], steps=6, batch_size=4, lr=5e-3, window_min_tokens=24,
+                window_max_tokens=48, checkpoint_every=2, show_progress=False, seed=0)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_training_reduces_the_loss(tmp_path, tiny_bert_dir, text_folder):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=25, ict_keep_prob=1.0))
+    trainer.pairs = trainer.pairs[:4]  # one fixed batch: the loss must fall on it
+    trainer.train()
+    losses = [h["loss"] for h in trainer.history]
+    assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
+
+
+def test_saved_folder_reloads_with_its_settings_and_identical_vectors(tmp_path, tiny_bert_dir, text_folder):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
+    out = trainer.train()
+    cfg = json.loads((out / "lmk_config.json").read_text())
+    assert cfg["granularity"] == 8 and cfg["pooling"] == "lmk" and (out / "adapter" / "adapter_model.safetensors").is_file()
+    a = LMKEncoder(out, device="cpu", normalize=False)
+    assert a.granularity == 8 and a.adapter_name == out.name
+    texts = [TEXTS["tides.txt"], "short query"]
+    # The merged, reloaded model reproduces the trained student's own landmark states.
+    trainer.student.eval()
+    trainer.enc.granularity = 8
+    with torch.no_grad():
+        pooled, _, _, _ = landmark_forward(trainer.student, trainer.enc, texts)
+    np.testing.assert_allclose(a.encode(texts), pooled.numpy(), atol=1e-4)
+    base = LMKEncoder(tiny_bert_dir, granularity=8, device="cpu", normalize=False)
+    assert not np.allclose(a.encode(texts), base.encode(texts), atol=1e-3)
+
+
+def test_resume_continues_exactly(tmp_path, tiny_bert_dir, text_folder):
+    full = Trainer(config(tmp_path / "a", tiny_bert_dir, text_folder, steps=4))
+    full.train()
+    interrupted = Trainer(config(tmp_path / "b", tiny_bert_dir, text_folder, steps=2))
+    interrupted.train()  # stands for a run killed after its step-2 checkpoint
+    resumed = Trainer(config(tmp_path / "b", tiny_bert_dir, text_folder, steps=4))
+    assert resumed.maybe_resume() and resumed.step == 2
+    resumed.train()
+    assert [h["loss"] for h in resumed.history] == pytest.approx([h["loss"] for h in full.history], rel=1e-4)
+    torch.testing.assert_close(resumed.student.delta, full.student.delta, atol=1e-6, rtol=1e-4)
+
+
+def test_jsonl_pairs_and_bad_config(tmp_path, tiny_bert_dir):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"query": "q1", "positive": "p1", "negative": "n1"}\n{"anchor": "q2", "pos": ["p2"]}\n')
+    pairs = load_pairs(path)
+    assert [(p.query, p.positive, p.negative) for p in pairs] == [("q1", "p1", "n1"), ("q2", "p2", None)]
+    (tmp_path / "bad.jsonl").write_text('{"question": "x"}\n')
+    with pytest.raises(ValueError, match="query"):
+        load_pairs(tmp_path / "bad.jsonl")
+    with pytest.raises(ValueError, match="training data"):
+        TrainConfig(output=str(tmp_path / "o"))
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainConfig(output=str(tmp_path / "o"), pairs=str(path), batch_size=1)
+    cfg = TrainConfig(output=str(tmp_path / "o"), base_model=str(tiny_bert_dir), pairs=str(path), batch_size=2,
+                      steps=2, granularities=[8], show_progress=False)
+    out = Trainer(cfg).train()  # pairs with a hard negative train too
+    assert (out / "lmk_config.json").is_file()
