@@ -1,0 +1,19 @@
+"""Multi-vector LMK indexes: the same API over Qdrant and Chroma."""
+
+from .base import SEARCH_MODES, Hit, MultiVectorIndex, StoredDocument
+
+
+def __getattr__(name: str):
+    # Backends import their client libraries only when used.
+    if name == "QdrantIndex":
+        from .qdrant import QdrantIndex
+
+        return QdrantIndex
+    if name == "ChromaIndex":
+        from .chroma import ChromaIndex
+
+        return ChromaIndex
+    raise AttributeError(name)
+
+
+__all__ = ["MultiVectorIndex", "Hit", "StoredDocument", "SEARCH_MODES", "QdrantIndex", "ChromaIndex"]

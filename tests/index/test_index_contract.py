@@ -1,0 +1,98 @@
+"""The same semantics from every backend: hits with passages, replace, delete, filters, safety."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lmk_rag import LMKEncoder
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus"
+NAMES = sorted(p.name for p in CORPUS.glob("*.md"))
+TEXTS = [(CORPUS / n).read_text(encoding="utf-8") for n in NAMES]
+META = [{"topic": n.split(".")[0], "n": i, "public": i % 2 == 0} for i, n in enumerate(NAMES)]
+
+
+@pytest.fixture()
+def index(make_index):
+    idx = make_index()
+    idx.add(TEXTS, ids=NAMES, metadatas=META)
+    return idx
+
+
+def test_search_finds_document_and_passage(index):
+    hits = index.search("How many copies of the Gutenberg Bible were printed?", k=3)
+    top = hits[0]
+    assert top.id == "printing_press.md" and top.metadata == META[NAMES.index("printing_press.md")]
+    assert "180 copies" in top.passage and top.text == TEXTS[NAMES.index("printing_press.md")]
+    assert top.text[top.span[0] : top.span[1]] == top.passage
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len({h.id for h in hits}) == 3
+
+
+def test_modes_agree_on_an_easy_query(index):
+    for mode in index.modes:
+        assert index.search("sourdough starter hooch", k=1, mode=mode)[0].id == "sourdough.md"
+
+
+def test_neighbours_widen_the_passage(index):
+    narrow = index.search("Bay of Fundy tidal range", k=1)[0]
+    wide = index.search("Bay of Fundy tidal range", k=1, neighbours=1)[0]
+    assert narrow.passage in wide.passage and len(wide.passage) > len(narrow.passage)
+
+
+def test_readding_replaces_without_duplicates_or_stale_landmarks(index, make_index):
+    assert len(index) == 5
+    new_text = "Bicycles: the quokka-shaped bell is the rarest accessory. " * 3
+    index.add([new_text], ids=["bicycle_maintenance.md"], metadatas=[{"topic": "bells"}])
+    assert len(index) == 5
+    doc = index.get(["bicycle_maintenance.md"])[0]
+    assert doc.text == new_text and doc.metadata == {"topic": "bells"}
+    hit = index.search("tyre pressure psi road tyres", k=5)
+    assert all(h.id != "bicycle_maintenance.md" or "psi" not in h.passage for h in hit)
+    assert index.search("rarest bicycle bell accessory", k=1)[0].id == "bicycle_maintenance.md"
+    if make_index.kind.startswith("chroma"):
+        assert index.landmarks.count() == sum(len(d.spans) for d in index.get(NAMES))
+
+
+def test_get_delete_count(index):
+    assert [d.id for d in index.get(["tides.md", "missing", "sourdough.md"])] == ["tides.md", "sourdough.md"]
+    index.delete(["tides.md", "missing"])
+    index.delete([])
+    assert len(index) == 4 and index.get(["tides.md"]) == []
+    assert all(h.id != "tides.md" for h in index.search("spring and neap tides", k=4))
+
+
+def test_metadata_filters_equality_and(index):
+    hits = index.search("how things work", k=5, filter={"public": True})
+    assert {h.id for h in hits} == {NAMES[i] for i in range(5) if i % 2 == 0}
+    hits = index.search("how things work", k=5, filter={"public": True, "topic": "tides"})
+    assert [h.id for h in hits] == ["tides.md"]
+    assert index.search("anything", k=3, filter={"topic": "nope"}) == []
+
+
+def test_fingerprint_mismatch_is_refused(index, make_index, tiny_bert_dir):
+    other = LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", granularity=64, device="cpu")
+    with pytest.raises(ValueError, match="granularity: 32 != 64"):
+        make_index(other)
+    again = make_index()  # the same encoder reopens it
+    assert len(again) == 5
+
+
+def test_bad_input(index):
+    with pytest.raises(ValueError, match="duplicates"):
+        index.add(["a", "b"], ids=["x", "x"])
+    with pytest.raises(ValueError, match="metadatas"):
+        index.add(["a"], ids=["x"], metadatas=[{}, {}])
+    with pytest.raises(TypeError, match="metadatas"):
+        index.add(["a"], ids=["x"], metadatas=[{"nested": {"no": 1}}])
+    with pytest.raises(TypeError, match="texts"):
+        index.add("a bare string", ids=["x"])
+    with pytest.raises(ValueError, match="k must"):
+        index.search("q", k=0)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        index.search("q", mode="fuzzy")
+    with pytest.raises(TypeError, match="filter"):
+        index.search("q", filter={"topic": ["a", "b"]})
+    assert len(index) == 5  # nothing half-written
