@@ -43,3 +43,13 @@ def test_langchain_rag_example():
 def test_llamaindex_query_engine_example():
     out = run_example("llamaindex_query_engine.py", "Why do some coasts have huge tides?")
     assert "source: tides.md" in out
+
+
+@pytest.mark.parametrize("script, top", [("ingest_qdrant.py", "home_solar.md"), ("ingest_chroma.py", "tides.md")])
+def test_ingest_examples_are_idempotent(tmp_path, script, top):
+    args = ["--index", str(tmp_path / "idx")]
+    first = run_example(script, *args)
+    second = run_example(script, *args)  # re-running replaces, never duplicates
+    for out in (first, second):
+        assert "5 documents in" in out
+        assert out.splitlines()[1].split()[1] == top

@@ -135,6 +135,19 @@ class MultiVectorIndex(ABC):
         self._upsert(doc_ids, items, metas, multis)
         return doc_ids
 
+    def add_encoded(self, multis: Sequence[MultiVector], texts: Sequence[str], ids: Sequence[str] | None = None,
+                    metadatas: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+        """Store documents already encoded by this index's encoder (e.g. encoded elsewhere in bulk)."""
+        items = check_texts(texts)
+        if len(multis) != len(items) or not all(isinstance(m, MultiVector) for m in multis):
+            raise ValueError("multis must hold one MultiVector per text")
+        if any(m.vectors.shape[1] != self.encoder.dimension for m in multis):
+            raise ValueError(f"vectors must have the encoder's dimension {self.encoder.dimension}")
+        doc_ids = check_ids(ids, len(items))
+        if items:
+            self._upsert(doc_ids, items, check_metadata(metadatas, len(items)), list(multis))
+        return doc_ids
+
     def search(self, query: str, k: int = 4, *, filter: Mapping[str, Any] | None = None,
                mode: str = "maxsim", neighbours: int = 0) -> list[Hit]:
         """The k best documents for ``query``, each with its best landmark's span and passage."""

@@ -1,5 +1,7 @@
-"""LangChain integration of lmk-rag: landmark-pooled embeddings (``LMKEmbeddings``)."""
+"""LangChain integration of lmk-rag: embeddings, a multi-vector VectorStore and a retriever."""
 
 from .embeddings import LMKEmbeddings
+from .retrievers import LMKRetriever
+from .vectorstores import LMKVectorStore
 
-__all__ = ["LMKEmbeddings"]
+__all__ = ["LMKEmbeddings", "LMKVectorStore", "LMKRetriever"]

@@ -1,0 +1,110 @@
+"""``LMKVectorStore``: a LangChain ``VectorStore`` over an lmk-rag multi-vector index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from lmk_rag.index import Hit, MultiVectorIndex
+
+
+def hit_to_document(hit: Hit) -> Document:
+    return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
+
+
+def hit_to_passage(hit: Hit) -> Document:
+    """The matched passage as content; parent id, span, landmark and score in metadata."""
+    meta = {**hit.metadata, "parent_id": hit.id, "span_start": hit.span[0], "span_end": hit.span[1],
+            "landmark": hit.landmark, "score": hit.score}
+    return Document(id=f"{hit.id}#{hit.landmark}", page_content=hit.passage, metadata=meta)
+
+
+class LMKVectorStore(VectorStore):
+    """Whole documents stored as LMK multi-vectors (Qdrant or Chroma index).
+
+    ``similarity_search`` scores by MaxSim over each document's landmarks (``search_mode``
+    may be ``"prefetch"`` or ``"pooled"`` on Qdrant); no text splitter is needed.
+
+    Example:
+        .. code-block:: python
+
+            from lmk_rag.index import QdrantIndex
+            from langchain_lmk import LMKVectorStore
+            store = LMKVectorStore(index=QdrantIndex(path="./lmk_index"))
+            store.add_texts(["a long document ..."], ids=["doc-1"])
+            store.similarity_search("a question", k=4)
+    """
+
+    def __init__(self, index: MultiVectorIndex, search_mode: str = "maxsim") -> None:
+        if not isinstance(index, MultiVectorIndex):
+            raise TypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
+        if search_mode not in index.modes:
+            raise ValueError(f"search_mode must be one of {index.modes}, got {search_mode!r}")
+        self.index = index
+        self.search_mode = search_mode
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        return None  # the index encodes with its own LMKEncoder (self.index.encoder)
+
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
+                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+        texts = list(texts)
+        if ids is not None:
+            ids = [i if i is not None else _new_id() for i in ids]
+        return self.index.add(texts, ids=ids, metadatas=metadatas)
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        ids = kwargs.pop("ids", None)
+        if ids is None:
+            ids = [doc.id or _new_id() for doc in documents]
+        return self.add_texts([d.page_content for d in documents], [dict(d.metadata) for d in documents], ids=ids)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        if ids is None:
+            raise ValueError("delete needs ids; to drop everything, delete the index's collection")
+        self.index.delete(ids)
+        return True
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return [Document(id=d.id, page_content=d.text, metadata=dict(d.metadata)) for d in self.index.get(list(ids))]
+
+    def similarity_search_with_score(self, query: str, k: int = 4, filter: dict | None = None,
+                                     **kwargs: Any) -> list[tuple[Document, float]]:
+        hits = self.index.search(query, k=k, filter=filter, mode=kwargs.get("search_mode", self.search_mode))
+        return [(hit_to_document(h), h.score) for h in hits]
+
+    def similarity_search(self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
+
+    def _select_relevance_score_fn(self):
+        return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
+
+    def search_passages(self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0) -> list[Document]:
+        """The best passage of each of the k best documents (see :func:`hit_to_passage`)."""
+        hits = self.index.search(query, k=k, filter=filter, mode=self.search_mode, neighbours=neighbours)
+        return [hit_to_passage(h) for h in hits]
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None,
+                   *, ids: list[str] | None = None, index: MultiVectorIndex | None = None,
+                   **kwargs: Any) -> "LMKVectorStore":
+        """Build a store; without ``index`` an in-memory Qdrant index over ``embedding``'s encoder."""
+        if index is None:
+            from lmk_rag.index import QdrantIndex
+
+            encoder = getattr(embedding, "encoder", None)
+            index = QdrantIndex(location=":memory:", encoder=encoder)
+        store = cls(index=index, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+
+def _new_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex

@@ -1,0 +1,101 @@
+"""LMKVectorStore and LMKRetriever against LangChain's standard suites, on both backends."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_tests.integration_tests import RetrieversIntegrationTests, VectorStoreIntegrationTests
+
+from langchain_lmk import LMKRetriever, LMKVectorStore
+from lmk_rag import LMKEncoder
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus"
+_names = itertools.count()
+
+
+def _encoder() -> LMKEncoder:
+    return LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
+
+
+def _qdrant():
+    from lmk_rag.index import QdrantIndex
+
+    return QdrantIndex(location=":memory:", encoder=_encoder(), collection=f"lc{next(_names)}")
+
+
+def _chroma(tmp_path):
+    from lmk_rag.index import ChromaIndex
+
+    return ChromaIndex(tmp_path / "chroma", encoder=_encoder(), collection=f"lc{next(_names)}")
+
+
+class TestLMKVectorStoreQdrant(VectorStoreIntegrationTests):
+    @pytest.fixture()
+    def vectorstore(self):
+        yield LMKVectorStore(index=_qdrant())
+
+
+class TestLMKVectorStoreChroma(VectorStoreIntegrationTests):
+    @pytest.fixture()
+    def vectorstore(self, tmp_path):
+        yield LMKVectorStore(index=_chroma(tmp_path))
+
+
+def _sample_index():
+    idx = _qdrant()
+    paths = sorted(CORPUS.glob("*.md"))
+    idx.add([p.read_text() for p in paths], ids=[p.name for p in paths], metadatas=[{"source": p.name} for p in paths])
+    return idx
+
+
+class TestLMKRetrieverDocuments(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[LMKRetriever]:
+        return LMKRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"index": _sample_index(), "k": 3}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "How long do solar inverters last?"
+
+
+class TestLMKRetrieverPassages(TestLMKRetrieverDocuments):
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"index": _sample_index(), "k": 3, "mode": "passage"}
+
+
+def test_passage_mode_returns_the_matched_passage_with_parent_and_span():
+    idx = _sample_index()
+    docs = LMKRetriever(index=idx, k=2, mode="passage").invoke("How many copies of the Gutenberg Bible were printed?")
+    top = docs[0]
+    assert top.metadata["parent_id"] == "printing_press.md" and "180 copies" in top.page_content
+    full = idx.get(["printing_press.md"])[0].text
+    assert full[top.metadata["span_start"] : top.metadata["span_end"]] == top.page_content
+    assert top.metadata["source"] == "printing_press.md" and top.metadata["score"] > docs[1].metadata["score"]
+
+
+def test_document_mode_and_store_retriever_return_whole_documents():
+    idx = _sample_index()
+    store = LMKVectorStore(index=idx)
+    docs = store.as_retriever(search_kwargs={"k": 4}).invoke("sourdough starter")
+    assert docs[0].id == "sourdough.md" and docs[0].page_content == (CORPUS / "sourdough.md").read_text()
+    assert docs[0].metadata == {"source": "sourdough.md"}
+    scored = store.similarity_search_with_relevance_scores("sourdough starter", k=2)
+    assert 0.0 <= scored[1][1] <= scored[0][1] <= 1.0
+    assert store.search_passages("sourdough starter", k=1)[0].metadata["parent_id"] == "sourdough.md"
+
+
+def test_from_texts_and_bad_index():
+    from langchain_lmk import LMKEmbeddings
+
+    store = LMKVectorStore.from_texts(["alpha text", "beta text"], LMKEmbeddings(model="sentence-transformers/all-MiniLM-L6-v2", device="cpu"), ids=["a", "b"])
+    assert store.similarity_search("alpha", k=1) == [Document(id="a", page_content="alpha text", metadata={})]
+    with pytest.raises(TypeError, match="index must be"):
+        LMKVectorStore(index="not an index")
