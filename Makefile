@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   - create .venv, install everything, run the main job on the embedded defaults
+#   make demo   - create .venv, install everything, ingest + search the sample corpus (embedded defaults)
 #   make test   - the same set-up, then the whole test suite
 PYTHON ?= python3
 VENV := .venv
@@ -19,8 +19,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The main job on the embedded defaults: ingest the sample corpus into an embedded Qdrant
+# index (./lmk_index, packaged model), then ask it a question.
 demo: install
-	$(PY) examples/quickstart.py
+	$(VENV)/bin/lmk-rag ingest examples/sample_corpus --index qdrant:./lmk_index
+	$(VENV)/bin/lmk-rag search "How long do solar inverters last?" --index qdrant:./lmk_index -k 3
 
 test: install
 	$(PY) -m pytest -q

@@ -7,6 +7,7 @@ import logging
 import shlex
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _ints(text: str) -> list[int]:
@@ -55,6 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
     ev.add_argument("--title", default="lmk-rag eval")
     ev.add_argument("--no-progress", action="store_true")
+    ing = sub.add_parser("ingest", help="read files into a Qdrant or Chroma index (resumable, idempotent)")
+    ing.add_argument("paths", nargs="+", help="files or folders")
+    _index_options(ing)
+    ing.add_argument("--prune", action="store_true", help="remove documents whose files are gone")
+    ing.add_argument("--batch-docs", type=int, default=16, help="documents encoded and written together")
+    ing.add_argument("--no-progress", action="store_true")
+
+    se = sub.add_parser("search", help="ranked documents with the matched passage")
+    se.add_argument("query")
+    _index_options(se)
+    se.add_argument("-k", type=int, default=5)
+    se.add_argument("--mode", default="maxsim", help="maxsim, prefetch (qdrant) or pooled")
+    se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
+    se.add_argument("--json", action="store_true", help="machine-readable output")
+
+    info = sub.add_parser("info", help="the index's encoder fingerprint and counts")
+    _index_options(info)
+    info.add_argument("--json", action="store_true")
+
     tr = sub.add_parser("train", help="teach an encoder to pool at landmarks (LoRA or full fine-tuning)")
     tr.add_argument("--output", required=True, help="folder to write; LMKEncoder(model=folder) loads it")
     tr.add_argument("--base-model", default=None, help="model folder or hub id (default: packaged all-MiniLM-L6-v2)")
@@ -78,6 +98,110 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--device", default="cpu")
     tr.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def _index_options(p: argparse.ArgumentParser) -> None:
+    from .index.uri import URI_HELP
+
+    p.add_argument("--index", default="qdrant:./lmk_index", help=URI_HELP + " (default qdrant:./lmk_index)")
+    p.add_argument("--model", default=None, help="encoder model (default: the index's, else the packaged one)")
+    p.add_argument("--pooling", default=None, choices=["lmk", "mean", "cls"])
+    p.add_argument("--granularity", default=None, help="tokens per landmark, or 'sentence'")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, default=32)
+
+
+def _open(args: argparse.Namespace, must_exist: bool):
+    """Open the index with the encoder it records (options given on the command line override)."""
+    from .encoder import LMKEncoder
+    from .index.uri import open_index, parse_index_uri, read_fingerprint
+
+    uri = parse_index_uri(args.index)
+    stored = read_fingerprint(uri)
+    if stored is None and must_exist:
+        raise ValueError(f"no lmk-rag index at {args.index}; build one with: lmk-rag ingest PATH --index {args.index}")
+    settings = {}
+    if stored is not None:
+        settings = dict(model=stored.model, pooling=stored.pooling, granularity=stored.granularity,
+                        normalize=stored.normalize, query_prefix=stored.query_prefix,
+                        document_prefix=stored.document_prefix)
+    if args.model is not None:
+        settings["model"] = args.model
+    if args.pooling is not None:
+        settings["pooling"] = args.pooling
+    if args.granularity is not None:
+        g = args.granularity
+        settings["granularity"] = g if g == "sentence" else int(g) if g.isdigit() else g
+    encoder = LMKEncoder(**settings, device=args.device, batch_size=args.batch_size)
+    return open_index(uri, encoder)
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from .ingest import ingest
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        raise ValueError(f"no such file or folder: {', '.join(missing)}")
+    index = _open(args, must_exist=False)
+    try:
+        summary = ingest(index, args.paths, prune=args.prune, batch_docs=args.batch_docs,
+                         show_progress=not args.no_progress)
+        total = len(index)
+    finally:
+        index.close()
+    for line in summary.lines():
+        print(line)
+    print(f"{total} documents in {args.index}")
+    return 1 if summary.failed else 0
+
+
+def _highlight(hit, tty: bool) -> str:
+    a, b = hit.span
+    before = hit.text[max(0, a - 120):a].split("\n")[-1]
+    after = hit.text[b:b + 120].split("\n")[0]
+    mark = ("\033[1m", "\033[0m") if tty else ("[[", "]]")
+    body = " ".join(hit.text[a:b].split())
+    return f"...{before}{mark[0]}{body}{mark[1]}{after}..."
+
+
+def run_search(args: argparse.Namespace) -> int:
+    import json
+
+    index = _open(args, must_exist=True)
+    try:
+        hits = index.search(args.query, k=args.k, mode=args.mode, neighbours=args.neighbours)
+    finally:
+        index.close()
+    if args.json:
+        print(json.dumps([{"id": h.id, "score": h.score, "landmark": h.landmark, "span": list(h.span),
+                           "passage": h.passage, "metadata": h.metadata} for h in hits], indent=2))
+        return 0
+    tty = sys.stdout.isatty()
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank}. {hit.id}  score {hit.score:.3f}  chars {hit.span[0]}-{hit.span[1]}")
+        print("   " + _highlight(hit, tty))
+    if not hits:
+        print("no results")
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    import json
+
+    index = _open(args, must_exist=True)
+    try:
+        data = {"index": args.index, "documents": len(index), "fingerprint": index.encoder.fingerprint.to_dict()}
+        if hasattr(index, "landmarks") and hasattr(index.landmarks, "count"):
+            data["landmark_rows"] = index.landmarks.count()
+    finally:
+        index.close()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"index: {data['index']}\ndocuments: {data['documents']}")
+        for key, value in data["fingerprint"].items():
+            print(f"{key}: {value}")
+    return 0
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -135,7 +259,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_eval(args, argv)
         if args.command == "train":
             return run_train(args)
-    except (ValueError, TypeError, OSError) as exc:
+        if args.command == "ingest":
+            return run_ingest(args)
+        if args.command == "search":
+            return run_search(args)
+        if args.command == "info":
+            return run_info(args)
+    except KeyboardInterrupt:
+        print(f"lmk-rag {args.command}: interrupted; run it again to resume", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError, RuntimeError) as exc:
         print(f"lmk-rag {args.command}: error: {exc}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command!r}")

@@ -42,7 +42,7 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     ``None`` is the shipped LMK adapter when present (else the packaged base);
     ``DEFAULT_MODEL`` is always the untrained packaged base.
     """
-    if model is None and (SHIPPED_ADAPTER / "lmk_config.json").is_file():
+    if (model is None or model == SHIPPED_ADAPTER_NAME) and (SHIPPED_ADAPTER / "lmk_config.json").is_file():
         return str(SHIPPED_ADAPTER), SHIPPED_ADAPTER_NAME
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL

@@ -179,6 +179,10 @@ class MultiVectorIndex(ABC):
         if items:
             self._delete(items)
 
+    def ids(self) -> list[str]:
+        """Every document id in the index."""
+        return self._ids()
+
     def __len__(self) -> int:
         return self._count()
 
@@ -211,3 +215,6 @@ class MultiVectorIndex(ABC):
 
     @abstractmethod
     def _count(self) -> int: ...
+
+    @abstractmethod
+    def _ids(self) -> list[str]: ...

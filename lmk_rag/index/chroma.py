@@ -104,6 +104,9 @@ class ChromaIndex(MultiVectorIndex):
         docs = self._documents(ids)
         return [docs[i][0] for i in ids if i in docs]
 
+    def _ids(self) -> list[str]:
+        return list(self.docs.get(include=[])["ids"])
+
     def _count(self) -> int:
         return self.docs.count()
 

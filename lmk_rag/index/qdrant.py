@@ -128,6 +128,14 @@ class QdrantIndex(MultiVectorIndex):
         by_id = {p.payload["doc_id"]: self._document(p.payload) for p in points}
         return [by_id[i] for i in ids if i in by_id]
 
+    def _ids(self) -> list[str]:
+        out, offset = [], None
+        while True:
+            points, offset = self.client.scroll(self.collection, limit=1000, offset=offset, with_payload=["doc_id"])
+            out += [p.payload["doc_id"] for p in points]
+            if offset is None:
+                return out
+
     def _count(self) -> int:
         return self.client.count(self.collection, exact=True).count
 

@@ -1,0 +1,113 @@
+"""The real `lmk-rag` command in a subprocess: ingest, re-ingest, update, kill and resume, search, info."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+BASE = ["--model", "sentence-transformers/all-MiniLM-L6-v2"]
+
+
+def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+@pytest.fixture()
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for p in CORPUS.glob("*.md"):
+        (folder / p.name).write_text(p.read_text())
+    (folder / "sub").mkdir()
+    (folder / "sub" / "notes.txt").write_text("Kettles descale best with citric acid and warm water.")
+    return folder
+
+
+@pytest.mark.parametrize("scheme", ["qdrant", "chroma"])
+def test_ingest_reingest_update_prune_search_info(tmp_path, docs, scheme):
+    uri = f"{scheme}:{tmp_path / 'idx'}"
+    first = cli("ingest", str(docs), "--index", uri, "--no-progress", *BASE)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "added 6, updated 0, skipped 0" in first.stdout and "6 documents in" in first.stdout
+    again = cli("ingest", str(docs), "--index", uri, "--no-progress")
+    assert "added 0, updated 0, skipped 6" in again.stdout
+    (docs / "tides.md").write_text("Tides, rewritten: the moon pulls the sea twice a day.")
+    changed = cli("ingest", str(docs), "--index", uri, "--no-progress")
+    assert "added 0, updated 1, skipped 5" in changed.stdout
+    (docs / "sourdough.md").unlink()
+    pruned = cli("ingest", str(docs), "--index", uri, "--no-progress", "--prune")
+    assert "pruned 1" in pruned.stdout and "5 documents in" in pruned.stdout
+
+    out = cli("search", "descale a kettle", "--index", uri, "-k", "2")
+    assert out.returncode == 0 and out.stdout.startswith("1. sub/notes.txt") and "[[" in out.stdout
+    data = json.loads(cli("search", "descale a kettle", "--index", uri, "-k", "2", "--json").stdout)
+    assert data[0]["id"] == "sub/notes.txt" and "citric acid" in data[0]["passage"] and len(data) == 2
+    info = json.loads(cli("info", "--index", uri, "--json").stdout)
+    assert info["documents"] == 5 and info["fingerprint"]["granularity"] == 32
+    mismatch = cli("ingest", str(docs), "--index", uri, "--granularity", "64", "--no-progress")
+    assert mismatch.returncode == 2 and "granularity: 32 != 64" in mismatch.stderr
+
+
+def test_kill_mid_ingest_then_resume_exactly_once(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    texts = [p.read_text() for p in sorted(CORPUS.glob("*.md"))]
+    for i in range(40):
+        (folder / f"doc{i:02d}.md").write_text(f"Document {i}.\n\n" + texts[i % len(texts)])
+    uri = f"chroma:{tmp_path / 'idx'}"
+    cmd = [sys.executable, "-m", "lmk_rag.cli", "-v", "ingest", str(folder), "--index", uri, "--batch-docs", "2",
+           "--no-progress", *BASE]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=ENV)
+    commits, deadline = 0, time.monotonic() + 240
+    while commits < 3 and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            break
+        commits += "committed" in line
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert commits >= 3, "the ingest never committed a batch"
+    mid = json.loads(cli("info", "--index", uri, "--json").stdout)
+    assert 0 < mid["documents"] < 40
+    resumed = cli("ingest", str(folder), "--index", uri, "--no-progress", "--batch-docs", "8")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"skipped {mid['documents']}" in resumed.stdout
+    done = json.loads(cli("info", "--index", uri, "--json").stdout)
+    assert done["documents"] == 40
+    from lmk_rag import LMKEncoder
+    from lmk_rag.index import ChromaIndex
+
+    idx = ChromaIndex(tmp_path / "idx", encoder=LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu"))
+    assert sorted(idx.ids()) == [f"doc{i:02d}.md" for i in range(40)]
+    assert idx.landmarks.count() == sum(len(d.spans) for d in idx.get(idx.ids()))  # no stale or doubled rows
+
+
+def test_bad_files_are_skipped_with_reasons(tmp_path, docs):
+    (docs / "blob.txt").write_bytes(b"\x00\x01binary\x00")
+    (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    out = cli("ingest", str(docs), "--index", f"qdrant:{tmp_path / 'idx'}", "--no-progress", *BASE)
+    assert out.returncode == 1
+    assert "failed blob.txt: binary file" in out.stdout and "failed latin1.txt: not UTF-8" in out.stdout
+    assert "6 documents in" in out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ingest", "/no/such/folder", "--index", "qdrant:/tmp/x"], "no such file or folder"),
+    (["ingest", str(CORPUS), "--index", "mysql://db"], "unknown index URI"),
+    (["search", "q", "--index", "chroma+http://"], "no host"),
+    (["search", "q", "--index", "qdrant:/definitely/not/here"], "no lmk-rag index"),
+])
+def test_bad_paths_and_uris_exit_2_with_one_line(args, message):
+    out = cli(*args)
+    assert out.returncode == 2 and message in out.stderr
+    assert len([l for l in out.stderr.splitlines() if l.startswith("lmk-rag")]) == 1
