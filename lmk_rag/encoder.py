@@ -132,7 +132,9 @@ class LMKEncoder:
             models may go beyond it (extrapolation), absolute-position models may not.
         max_tokens: optional cap on content tokens per text; longer texts are truncated,
             a warning is logged and :class:`MultiVector` reports ``dropped_tokens``.
-        window_overlap: chunks of context shared by neighbouring windows of long texts.
+        window_overlap: chunks of context shared by neighbouring windows of long texts; the
+            default (None) shares about a quarter of a window, and at least one chunk when a
+            window holds three or more, so large k does not re-encode every chunk many times.
         batch_size / max_batch_tokens: rows per batch, and padded tokens per batch.
         query_prefix / document_prefix: instruction prefixes (e5/bge style models).
         landmark_token_id: landmark id when the tokenizer has neither SEP nor EOS.
@@ -152,7 +154,7 @@ class LMKEncoder:
         dtype: str | torch.dtype = "fp32",
         max_length: int | None = None,
         max_tokens: int | None = None,
-        window_overlap: int = 2,
+        window_overlap: int | None = None,
         batch_size: int = 32,
         max_batch_tokens: int = 16384,
         query_prefix: str = "",
@@ -179,7 +181,7 @@ class LMKEncoder:
         if not isinstance(normalize, bool):
             raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
         self.normalize = normalize
-        self.window_overlap = _check_int("window_overlap", window_overlap, 0)
+        self._window_overlap = _check_int("window_overlap", window_overlap, 0, allow_none=True)
         self.batch_size = _check_int("batch_size", batch_size, 1)
         self.max_batch_tokens = _check_int("max_batch_tokens", max_batch_tokens, 1)
         self.max_tokens = _check_int("max_tokens", max_tokens, 1, allow_none=True)
@@ -242,6 +244,19 @@ class LMKEncoder:
                 f"{name}={largest} does not fit a window of max_length={self.max_length} "
                 f"(room for {room} tokens plus CLS and landmark); use at most {room}"
             )
+
+    @property
+    def window_overlap(self) -> int:
+        """Chunks shared by neighbouring windows (see the constructor)."""
+        if self._window_overlap is not None:
+            return self._window_overlap
+        g = self.granularity
+        k = self.sentence_max_tokens if g == "sentence" else max(g) if isinstance(g, list) else g
+        if k is None:
+            return 0
+        capacity = self.max_length - self._prefix_len
+        per_window = capacity // (k + 1)
+        return max(1 if per_window >= 3 else 0, capacity // 4 // (k + 1))
 
     @property
     def fingerprint(self) -> Fingerprint:

@@ -51,7 +51,9 @@ class LMKEncoderFields(BaseModel):
     max_tokens: Optional[int] = Field(
         default=None, gt=0, description="Optional cap on tokens per text; truncation is logged, never silent."
     )
-    window_overlap: int = Field(default=2, ge=0, description="Chunks of context shared by neighbouring windows.")
+    window_overlap: Optional[int] = Field(
+        default=None, ge=0, description="Chunks of context shared by neighbouring windows; None = about a quarter."
+    )
     encoder_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Further LMKEncoder arguments (trust_remote_code, revision, ...)."
     )

@@ -76,7 +76,7 @@ def test_mean_native_layout_matches_sentence_transformers(packaged_dir):
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(packaged_dir), device="cpu")
-    enc = LMKEncoder(pooling="mean", granularity=None, device="cpu")
+    enc = LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", pooling="mean", granularity=None, device="cpu")
     texts = DOCS[:4]
     np.testing.assert_allclose(enc.encode(texts), st.encode(texts), atol=1e-5)
 
@@ -303,3 +303,11 @@ def test_tokenize_matches_the_transformers_tokenizer(encoder):
     assert batch.starts.tolist() == [a for offs in ref["offset_mapping"] for a, _ in offs]
     assert batch.ends.tolist() == [b for offs in ref["offset_mapping"] for _, b in offs]
     assert encoder.tokenizer("[SEP]", add_special_tokens=False)["input_ids"] == [encoder.special.landmark_id]
+
+
+def test_automatic_window_overlap_scales_with_granularity(tiny_bert_dir):
+    assert LMKEncoder(granularity=32, device="cpu").window_overlap == 3  # 511 // 4 // 33
+    assert LMKEncoder(granularity=128, device="cpu").window_overlap == 1  # 3 chunks a window: share one
+    assert LMKEncoder(granularity=256, device="cpu").window_overlap == 0
+    assert LMKEncoder(granularity=None, device="cpu").window_overlap == 0
+    assert LMKEncoder(granularity=128, window_overlap=2, device="cpu").window_overlap == 2
