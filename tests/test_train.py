@@ -92,3 +92,20 @@ def test_jsonl_pairs_and_bad_config(tmp_path, tiny_bert_dir):
                       steps=2, granularities=[8], show_progress=False)
     out = Trainer(cfg).train()  # pairs with a hard negative train too
     assert (out / "lmk_config.json").is_file()
+
+
+def test_shipped_adapter_is_the_default_and_differs_from_the_base():
+    from lmk_rag.models import DEFAULT_MODEL, SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME
+
+    assert (SHIPPED_ADAPTER / "lmk_config.json").is_file()
+    assert sum(f.stat().st_size for f in SHIPPED_ADAPTER.rglob("*") if f.is_file()) < 8 * 2**20  # a few MB
+    default = LMKEncoder(device="cpu")
+    base = LMKEncoder(DEFAULT_MODEL, device="cpu")
+    assert default.model_name == SHIPPED_ADAPTER_NAME and default.adapter_name == SHIPPED_ADAPTER.name
+    assert default.fingerprint.adapter == SHIPPED_ADAPTER.name and base.fingerprint.adapter is None
+    assert default.model is not base.model
+    texts = ["The passkey for Alice's locker is 12345.", "Tides follow the moon."]
+    a, b = default.encode(texts), base.encode(texts)
+    assert np.isfinite(a).all() and not np.allclose(a, b, atol=1e-3)
+    # the fingerprint's model name opens the same adapter again (indexes rely on it)
+    assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
