@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ class Method:
     """Base: ``run(task)`` returns one or more :class:`MethodResult`."""
 
     name: str
+    suffix: str = ""  # "@model" when the method names its own model
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -148,8 +150,8 @@ class BM25(Method):
         return [MethodResult("bm25", scores, None, seconds, tokens, 1.0)]
 
 
-_SPEC = re.compile(r"^(cls|mean|lmk|chunk|bm25)(?::(\w+))?$")
-METHOD_HELP = "cls, mean, lmk:K (K an int or 'sentence'), chunk:N, bm25"
+_SPEC = re.compile(r"^(cls|mean|lmk|chunk|bm25)(?::(\w+))?(?:@(.+))?$")
+METHOD_HELP = "cls, mean, lmk:K (K an int or 'sentence'), chunk:N, bm25; add @MODEL to use another model"
 
 
 def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]:
@@ -161,14 +163,17 @@ def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]
         m = _SPEC.match(spec)
         if not m:
             raise ValueError(f"unknown method {spec!r}; use {METHOD_HELP}")
-        kind, arg = m.groups()
+        kind, arg, model = m.groups()
+        kwargs = {**encoder_kwargs, "model": model} if model else encoder_kwargs
         if kind in ("cls", "mean"):
-            methods.append(NativePooling(kind, **encoder_kwargs))
+            method: Method = NativePooling(kind, **kwargs)
         elif kind == "lmk":
             k: int | str = 32 if arg is None else (arg if arg == "sentence" else int(arg))
-            methods.append(LandmarkPooling(k, **encoder_kwargs))
+            method = LandmarkPooling(k, **kwargs)
         elif kind == "chunk":
-            methods.append(ChunkThenEmbed(int(arg or 128), **encoder_kwargs))
+            method = ChunkThenEmbed(int(arg or 128), **kwargs)
         else:
-            methods.append(BM25())
+            method = BM25()
+        method.suffix = f"@{Path(model).name}" if model else ""
+        methods.append(method)
     return methods

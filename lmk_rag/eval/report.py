@@ -64,10 +64,11 @@ def plot(rows: Sequence[EvalRow], key: str, path: Path, xlabel: str, logx: bool 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
-    for method, d in table.items():
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=120)
+    colors = plt.get_cmap("tab20").colors
+    for i, (method, d) in enumerate(table.items()):
         style = "--" if method.startswith(("chunk", "bm25")) else "-"
-        ax.plot(list(d), list(d.values()), style, marker="o", label=method)
+        ax.plot(list(d), list(d.values()), style, marker="o", label=method, color=colors[(2 * i) % 20 + (i // 10) % 2])
     if logx:
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted({v for d in table.values() for v in d}))
@@ -76,7 +77,7 @@ def plot(rows: Sequence[EvalRow], key: str, path: Path, xlabel: str, logx: bool 
     ax.set_ylabel("top-1 accuracy")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="best")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

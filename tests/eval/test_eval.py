@@ -141,3 +141,10 @@ def test_cli_eval_end_to_end(tmp_path):
     assert "| lmk-multi-k64 |" in proc.stdout and (out / "accuracy_by_length.png").is_file()
     bad = subprocess.run(cmd[:6] + ["--methods", "nope"], capture_output=True, text=True, timeout=120, env=env)
     assert bad.returncode == 2 and "unknown method" in bad.stderr
+
+
+def test_methods_may_name_their_own_model(small_tasks, tiny_bert_dir):
+    methods = parse_methods(f"lmk:16@{tiny_bert_dir},bm25", device="cpu")
+    assert methods[0].encoder.dimension == 32
+    rows = evaluate(small_tasks[:1], methods, progress=False)
+    assert {r.method for r in rows} == {f"lmk-k16@{tiny_bert_dir.name}", f"lmk-multi-k16@{tiny_bert_dir.name}", "bm25"}
