@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--base-docs", type=int, default=300)
     ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--backends", nargs="+", default=["qdrant", "chroma"], choices=["qdrant", "chroma"])
     args = ap.parse_args()
 
     enc = LMKEncoder(device="cpu")
@@ -71,6 +72,8 @@ def main() -> None:
         ids = [f"d{i}" for i in range(n)]
         for name, make in (("qdrant", lambda d: QdrantIndex(d, encoder=enc)),
                            ("chroma", lambda d: ChromaIndex(d, encoder=enc))):
+            if name not in args.backends:
+                continue
             with tempfile.TemporaryDirectory() as folder:
                 idx = make(folder)
                 t0 = time.perf_counter()

@@ -73,17 +73,24 @@ class ChromaIndex(MultiVectorIndex):
 
     # ---------------------------------------------------------------- writes
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
-        for doc_id, text, meta, mv in zip(ids, texts, metas, multis):
-            gen = uuid.uuid4().hex
-            rows = [f"{doc_id}\x1f{gen}\x1f{i}" for i in range(len(mv))]
-            row_meta = [{**_clean(meta), "_lmk_doc": doc_id, "_lmk_gen": gen, "_lmk_i": i} for i in range(len(mv))]
-            for s in range(0, len(rows), _ROWS_PER_WRITE):
-                self.landmarks.add(ids=rows[s : s + _ROWS_PER_WRITE], embeddings=mv.vectors[s : s + _ROWS_PER_WRITE],
-                                   metadatas=row_meta[s : s + _ROWS_PER_WRITE])
-            self.docs.upsert(ids=[doc_id], embeddings=[mv.pooled], documents=[text], metadatas=[{
-                **_clean(meta), "_lmk_gen": gen, "_lmk_spans": json.dumps(mv.spans), "_lmk_meta": json.dumps(meta),
-            }])
-            self.landmarks.delete(where={"$and": [{"_lmk_doc": doc_id}, {"_lmk_gen": {"$ne": gen}}]})
+        gens = [uuid.uuid4().hex for _ in ids]
+        rows, row_meta, vectors = [], [], []
+        for doc_id, gen, meta, mv in zip(ids, gens, metas, multis):
+            rows += [f"{doc_id}\x1f{gen}\x1f{i}" for i in range(len(mv))]
+            row_meta += [{**_clean(meta), "_lmk_doc": doc_id, "_lmk_gen": gen, "_lmk_i": i} for i in range(len(mv))]
+            vectors.append(mv.vectors)
+        matrix = np.concatenate(vectors)
+        # 1. new landmark rows (invisible: no document row names their generation yet)
+        for s in range(0, len(rows), _ROWS_PER_WRITE):
+            self.landmarks.add(ids=rows[s : s + _ROWS_PER_WRITE], embeddings=matrix[s : s + _ROWS_PER_WRITE],
+                               metadatas=row_meta[s : s + _ROWS_PER_WRITE])
+        # 2. document rows: each single-row write switches its document to the new generation
+        self.docs.upsert(ids=ids, embeddings=np.stack([mv.pooled for mv in multis]), documents=texts, metadatas=[
+            {**_clean(meta), "_lmk_gen": gen, "_lmk_spans": json.dumps(mv.spans), "_lmk_meta": json.dumps(meta)}
+            for gen, meta, mv in zip(gens, metas, multis)
+        ])
+        # 3. the replaced generations' rows
+        self.landmarks.delete(where={"$and": [{"_lmk_doc": {"$in": ids}}, {"_lmk_gen": {"$nin": gens}}]})
 
     def _delete(self, ids: list[str]) -> None:
         self.docs.delete(ids=ids)
