@@ -168,8 +168,8 @@ class MultiVectorIndex(ABC):
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
         """Stored documents for the ids that exist, in the order asked."""
-        wanted = check_ids(ids, len(list(ids))) if ids else []
-        return self._get(wanted)
+        items = list(ids)
+        return self._get(check_ids(items, len(items)) if items else [])
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove documents and all their landmarks; missing ids are not an error."""

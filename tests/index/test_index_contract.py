@@ -58,6 +58,7 @@ def test_readding_replaces_without_duplicates_or_stale_landmarks(index, make_ind
 
 def test_get_delete_count(index):
     assert [d.id for d in index.get(["tides.md", "missing", "sourdough.md"])] == ["tides.md", "sourdough.md"]
+    assert [d.id for d in index.get(i for i in ["tides.md"])] == ["tides.md"]  # any iterable of ids
     index.delete(["tides.md", "missing"])
     index.delete([])
     assert len(index) == 4 and index.get(["tides.md"]) == []
