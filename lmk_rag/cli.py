@@ -45,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--methods", default="cls,mean,lmk:32,lmk:128,chunk:32,chunk:128,bm25",
                     help="comma-separated: cls, mean, lmk:K, chunk:N, bm25")
     ev.add_argument("--task", action="append", default=None,
-                    help="passkey, needle, or beir:FOLDER (repeatable; default passkey)")
+                    help="passkey, needle, sections (section headings of long documentation pages as queries), "
+                         "sections-short (headings vs sections of <= 256 tokens), or beir:FOLDER "
+                         "(repeatable; default passkey)")
+    ev.add_argument("--docs-folder", default=None,
+                    help="reST documentation sources for the sections tasks (default: $LMK_PYTHON_DOCS, else "
+                         "/usr/share/doc/python3*/html/_sources); the eval half of its pages is used")
     ev.add_argument("--haystack", default="python-docs",
                     help="folder of text for needle documents, or 'python-docs' (the eval half of CPython's docs)")
     ev.add_argument("--lengths", type=_ints, default=[256, 512, 1024, 2048, 4096])
@@ -81,11 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--pairs", default=None, help="JSONL of {query, positive[, negative]}")
     tr.add_argument("--texts", action="append", default=[],
                     help="folder of raw text for inverse-cloze pairs, or 'default' (repeatable)")
+    tr.add_argument("--sections", action="append", default=[],
+                    help="reST docs folder, or 'default' (the Python docs, see lmk-rag eval --docs-folder): "
+                         "section heading -> passage pairs and inverse-cloze text from the train half of its pages")
     tr.add_argument("--granularities", type=_ints, default=[32, 64, 128])
     tr.add_argument("--steps", type=int, default=400)
     tr.add_argument("--batch-size", type=int, default=16)
     tr.add_argument("--grad-accum", type=int, default=1)
     tr.add_argument("--lr", type=float, default=5e-4)
+    tr.add_argument("--warmup-steps", type=int, default=0)
+    tr.add_argument("--lr-decay", default="constant", choices=["constant", "linear"])
     tr.add_argument("--temperature", type=float, default=0.05)
     tr.add_argument("--contrastive-weight", type=float, default=1.0)
     tr.add_argument("--maxsim-weight", type=float, default=1.0)
@@ -209,9 +219,9 @@ def run_train(args: argparse.Namespace) -> int:
     from .train import TrainConfig, train
 
     config = TrainConfig(
-        output=args.output, base_model=args.base_model or DEFAULT_MODEL, pairs=args.pairs, texts=args.texts,
+        output=args.output, base_model=args.base_model or DEFAULT_MODEL, pairs=args.pairs, texts=args.texts, sections=args.sections,
         granularities=args.granularities, steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
-        lr=args.lr, temperature=args.temperature, contrastive_weight=args.contrastive_weight,
+        lr=args.lr, warmup_steps=args.warmup_steps, lr_decay=args.lr_decay, temperature=args.temperature, contrastive_weight=args.contrastive_weight,
         maxsim_weight=args.maxsim_weight, distill_weight=args.distill_weight,
         distill_only_steps=args.distill_only_steps, full_finetune=args.full_finetune, lora_r=args.lora_r,
         seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
@@ -225,6 +235,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .encoder import LMKEncoder
     from .eval import beir_task, default_haystack, evaluate, needle_tasks, parse_methods, read_folder, write_report
+    from .eval.sections import read_rst_pages, section_task, short_section_task
 
     kwargs = encoder_kwargs(args)
     methods = parse_methods(args.methods, **kwargs)
@@ -233,6 +244,11 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     for spec in args.task or ["passkey"]:
         if spec.startswith("beir:"):
             tasks.append(beir_task(spec[5:], split=args.beir_split))
+        elif spec in ("sections", "sections-short"):
+            pages = read_rst_pages(args.docs_folder, split="eval")
+            count = lambda xs: counter.tokenize(xs).n_tokens  # noqa: E731
+            tasks.append(section_task(pages, count, seed=args.seed) if spec == "sections"
+                         else short_section_task(pages, count))
         elif spec in ("passkey", "needle"):
             haystack = default_haystack("eval") if args.haystack == "python-docs" else read_folder(args.haystack)
             tasks += needle_tasks(
@@ -240,7 +256,7 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 positions=args.positions, docs_per_length=args.docs_per_length, kind=spec, seed=args.seed,
             )
         else:
-            raise ValueError(f"unknown task {spec!r}; use passkey, needle or beir:FOLDER")
+            raise ValueError(f"unknown task {spec!r}; use passkey, needle, sections, sections-short or beir:FOLDER")
     rows = evaluate(tasks, methods, progress=not args.no_progress)
     command = "lmk-rag " + " ".join(shlex.quote(a) for a in argv)
     paths = write_report(rows, args.out, title=args.title, command=command, settings=vars(args))

@@ -144,6 +144,10 @@ def stdlib_docstrings(min_chars: int = 1500) -> list[SourceText]:
 
 
 def training_texts() -> list[SourceText]:
-    """The default training corpus: train halves of the Python docs, stdlib docstrings and READMEs."""
-    sources = python_docs() + stdlib_docstrings() + package_readmes()
-    return [s for s in sources if split_of(s.name) == "train"]
+    """The default training corpus: train halves of the Python docs, stdlib docstrings and READMEs.
+
+    A module's docstrings follow its library page's split (``pydocs/library/<module>``, the
+    name the sections task uses), so no eval page is paraphrased in training.
+    """
+    sources = [s for s in python_docs() + package_readmes() if split_of(s.name) == "train"]
+    return sources + [s for s in stdlib_docstrings() if split_of(f"pydocs/library/{s.name[7:]}") == "train"]

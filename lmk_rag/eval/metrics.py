@@ -43,7 +43,12 @@ def passage_hits(
     answers: dict[str, tuple[str, int, int]],
     passage_spans: dict[tuple[int, int], tuple[int, int]],
 ) -> dict[str, float]:
-    """Per query: 1 when the top document is the answer's and its best passage contains the answer span."""
+    """Per query: 1 when the top document is the answer's and its best passage covers the answer.
+
+    Covers = the passage and the answer span overlap by at least half of the shorter of the two:
+    a short answer (a passkey) must lie (mostly) inside the passage; a long one (a section body)
+    must hold (most of) the passage.
+    """
     hits = {}
     for qi, qid in enumerate(query_ids):
         if qid not in answers:
@@ -51,5 +56,11 @@ def passage_hits(
         doc, start, end = answers[qid]
         top = int(np.argmax(scores[qi]))
         span = passage_spans.get((qi, top))
-        hits[qid] = float(doc_ids[top] == doc and span is not None and span[0] <= start and end <= span[1])
+        hits[qid] = float(doc_ids[top] == doc and span is not None and _covers(span, (start, end)))
     return hits
+
+
+def _covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:
+    overlap = min(passage[1], answer[1]) - max(passage[0], answer[0])
+    shorter = min(passage[1] - passage[0], answer[1] - answer[0])
+    return shorter > 0 and overlap * 2 >= shorter

@@ -81,3 +81,23 @@ def sample_batch(n_items: int, batch_size: int, seed: int, step: int) -> np.ndar
     """Indices of the batch for ``step``: a pure function of (seed, step), so resuming is exact."""
     rng = np.random.default_rng([seed, step])
     return rng.choice(n_items, size=min(batch_size, n_items), replace=False)
+
+
+def section_pairs(pages, seed: int, min_chars: int = 1000, max_chars: int = 2000) -> list[Pair]:
+    """A section heading as query, a passage of its page (headings removed) holding the section's start.
+
+    The passage begins up to a fifth of its length before the section, so the answer is not
+    always at the front; documentation headings are real, human-written statements of need.
+    """
+    from ..eval.sections import query_sections
+
+    rng = random.Random(seed)
+    pairs = []
+    for page, section in query_sections(pages):
+        size = rng.randint(min_chars, max_chars)
+        start = max(0, section.start - rng.randint(0, size // 5))
+        start = max(page.text.rfind(" ", 0, start), page.text.rfind("\n", 0, start)) + 1  # whole words
+        passage = page.text[start : start + size].strip()
+        if passage:
+            pairs.append(Pair(section.title, passage))
+    return pairs

@@ -29,7 +29,7 @@ from ..encoder import LMKEncoder
 from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
 from ..windows import build_sequences
-from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, text_windows
+from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
 
 logger = logging.getLogger("lmk_rag")
 
@@ -40,11 +40,14 @@ class TrainConfig:
     base_model: str = DEFAULT_MODEL
     pairs: str | None = None
     texts: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)
     granularities: list[int] = field(default_factory=lambda: [32, 64, 128])
     steps: int = 400
     batch_size: int = 16
     grad_accum: int = 1
     lr: float = 5e-4
+    warmup_steps: int = 0
+    lr_decay: str = "constant"
     temperature: float = 0.05
     contrastive_weight: float = 1.0
     maxsim_weight: float = 1.0
@@ -62,8 +65,13 @@ class TrainConfig:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        if not self.pairs and not self.texts:
-            raise ValueError("give training data: pairs='file.jsonl' and/or texts=[folders or 'default']")
+        if not self.pairs and not self.texts and not self.sections:
+            raise ValueError("give training data: pairs='file.jsonl', texts=[folders or 'default'] and/or "
+                             "sections=[reST docs folders or 'default']")
+        if self.lr_decay not in ("constant", "linear"):
+            raise ValueError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -75,11 +83,17 @@ class TrainConfig:
 
 def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
     from ..eval.corpora import read_folder, training_texts
+    from ..eval.sections import pages_as_texts, read_rst_pages
 
     pairs: list[Pair] = load_pairs(config.pairs) if config.pairs else []
     sources = []
     for spec in config.texts:
         sources += training_texts() if spec == "default" else read_folder(spec)
+    for spec in config.sections:
+        # The train half of the pages: heading -> section pairs, and their text for inverse cloze.
+        pages = read_rst_pages(None if spec == "default" else spec, split="train")
+        pairs += section_pairs(pages, config.seed)
+        sources += pages_as_texts(pages)
     if sources:
         windows = text_windows([s.text for s in sources], tokenize, config.window_min_tokens,
                                config.window_max_tokens, config.seed)
@@ -217,6 +231,15 @@ class Trainer:
         logger.warning("resuming from %s at step %d", state_file, self.step)
         return True
 
+    def lr_at(self, step: int) -> float:
+        """Learning rate of ``step``: linear warm-up, then constant or linear decay to zero."""
+        c = self.config
+        if step < c.warmup_steps:
+            return c.lr * (step + 1) / c.warmup_steps
+        if c.lr_decay == "linear":
+            return c.lr * max(0.0, (c.steps - step) / max(1, c.steps - c.warmup_steps))
+        return c.lr
+
     # ---------------------------------------------------------------- loop
     def train(self) -> Path:
         from tqdm.auto import tqdm
@@ -228,6 +251,8 @@ class Trainer:
         bar = tqdm(total=c.steps, initial=self.step, desc="train", disable=not c.show_progress)
         while self.step < c.steps:
             self.optimizer.zero_grad(set_to_none=True)
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.lr_at(self.step)
             totals: dict[str, float] = {}
             for micro in range(c.grad_accum):
                 idx = sample_batch(len(self.pairs), c.batch_size, c.seed, self.step * c.grad_accum + micro)
