@@ -109,3 +109,38 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
     assert np.isfinite(a).all() and not np.allclose(a, b, atol=1e-3)
     # the fingerprint's model name opens the same adapter again (indexes rely on it)
     assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
+
+
+def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, text_folder):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=10, lr=1.0, warmup_steps=2, lr_decay="linear"))
+    assert [round(trainer.lr_at(s), 3) for s in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+    constant = Trainer(config(tmp_path, tiny_bert_dir, text_folder, lr=0.1))
+    assert {constant.lr_at(s) for s in range(6)} == {0.1}
+    trainer.train()
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.125)  # the last step's rate was used
+    with pytest.raises(ValueError, match="lr_decay"):
+        config(tmp_path, tiny_bert_dir, text_folder, lr_decay="cosine")
+    with pytest.raises(ValueError, match="window_min_tokens"):
+        config(tmp_path, tiny_bert_dir, text_folder, window_min_tokens=500, window_max_tokens=100)
+
+
+def test_training_on_documentation_sections(tmp_path, tiny_bert_dir):
+    """--sections: heading -> passage pairs with same-page hard negatives, from the train half only."""
+    from lmk_rag.eval.corpora import split_of
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    body = " ".join(TEXTS.values())
+    for i in range(10):
+        sections = "".join(f"Part {i} section {j} heading\n{'-' * 30}\n\nPart {j} of page {i}. {body}\n\n" for j in range(4))
+        (root / f"page{i}.rst").write_text(f"Page {i}\n{'=' * 10}\n\n{sections}")
+    cfg = TrainConfig(output=str(tmp_path / "out"), base_model=str(tiny_bert_dir), sections=[str(root)],
+                      granularities=[8, 16], steps=2, batch_size=4, window_min_tokens=24, window_max_tokens=48,
+                      show_progress=False)
+    trainer = Trainer(cfg)
+    train_pages = {f"page{i}" for i in range(10) if split_of(f"pydocs/page{i}") == "train"}
+    headed = [p for p in trainer.pairs if "heading" in p.query]
+    assert headed and {p.query.split()[1] for p in headed} == {n[4:] for n in train_pages}
+    assert all(p.negative and p.negative != p.positive for p in headed)
+    trainer.train()
+    assert (tmp_path / "out" / "lmk_config.json").is_file()

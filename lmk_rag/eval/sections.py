@@ -158,6 +158,11 @@ def pages_as_texts(pages: Sequence[Page]) -> list[SourceText]:
     return [SourceText(f"pydocs/{p.name}", p.text) for p in pages]
 
 
+def _length_bucket(tokens: int) -> float:
+    """The power of two at or below ``tokens``, so reports group documents by length band."""
+    return float(2 ** int(np.log2(max(int(tokens), 1))))
+
+
 def _good_query(title: str) -> bool:
     words = re.findall(r"[A-Za-z]{2,}", title)
     return len(words) >= 3 or title.endswith("?") and len(words) >= 2
@@ -204,7 +209,8 @@ def section_task(
             queries.append(section.title)
             qrels[qid] = {page.name: 1}
             answers[qid] = (page.name, section.start, section.end)
-            meta[qid] = {"position": section.start / max(len(page.text), 1), "length": float(page_tokens[page.name])}
+            meta[qid] = {"position": round(4 * section.start / max(len(page.text), 1)) / 4,
+                         "length": _length_bucket(page_tokens[page.name])}
     if not qids:
         raise ValueError("no section heading qualifies as a query; give a larger docs folder")
     return RetrievalTask(name, [p.name for p in long_pages], [p.text for p in long_pages], qids, queries, qrels,
@@ -231,5 +237,5 @@ def short_section_task(
     return RetrievalTask(
         name, doc_ids, [bodies[i] for i in keep], qids, [sections[i][1].title for i in keep],
         {q: {d: 1} for q, d in zip(qids, doc_ids)},
-        query_meta={q: {"length": float(tokens[i])} for q, i in zip(qids, keep)},
+        query_meta={q: {"length": _length_bucket(tokens[i])} for q, i in zip(qids, keep)},
     )

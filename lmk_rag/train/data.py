@@ -88,16 +88,24 @@ def section_pairs(pages, seed: int, min_chars: int = 1000, max_chars: int = 2000
 
     The passage begins up to a fifth of its length before the section, so the answer is not
     always at the front; documentation headings are real, human-written statements of need.
+    The hard negative is a passage of the same page that does not overlap the positive (so the
+    landmarks learn which part of a document answers), when the page has room for one.
     """
     from ..eval.sections import query_sections
 
     rng = random.Random(seed)
+
+    def passage(text: str, at: int, size: int) -> tuple[int, str]:
+        start = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at)) + 1  # whole words
+        return start, text[start : start + size].strip()
+
     pairs = []
     for page, section in query_sections(pages):
         size = rng.randint(min_chars, max_chars)
-        start = max(0, section.start - rng.randint(0, size // 5))
-        start = max(page.text.rfind(" ", 0, start), page.text.rfind("\n", 0, start)) + 1  # whole words
-        passage = page.text[start : start + size].strip()
-        if passage:
-            pairs.append(Pair(section.title, passage))
+        start, positive = passage(page.text, max(0, section.start - rng.randint(0, size // 5)), size)
+        others = [s.start for s in page.sections
+                  if s.start + size <= start or s.start >= start + size + 1]  # passages that miss the positive
+        negative = passage(page.text, rng.choice(others), size)[1] if others else ""
+        if positive:
+            pairs.append(Pair(section.title, positive, negative or None))
     return pairs

@@ -77,6 +77,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size < 2:
             raise ValueError("batch_size must be >= 2: in-batch negatives need company")
+        if not 8 <= self.window_min_tokens <= self.window_max_tokens:
+            raise ValueError("need 8 <= window_min_tokens <= window_max_tokens, got "
+                             f"{self.window_min_tokens} and {self.window_max_tokens}")
         if not self.granularities or any(k < 1 for k in self.granularities):
             raise ValueError("granularities must be positive ints, e.g. [32, 64, 128]")
 
@@ -92,7 +95,8 @@ def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
     for spec in config.sections:
         # The train half of the pages: heading -> section pairs, and their text for inverse cloze.
         pages = read_rst_pages(None if spec == "default" else spec, split="train")
-        pairs += section_pairs(pages, config.seed)
+        pairs += section_pairs(pages, config.seed, min_chars=4 * config.window_min_tokens,
+                               max_chars=4 * config.window_max_tokens)  # ~4 characters a token
         sources += pages_as_texts(pages)
     if sources:
         windows = text_windows([s.text for s in sources], tokenize, config.window_min_tokens,
