@@ -46,6 +46,14 @@ def test_training_reduces_the_loss(tmp_path, tiny_bert_dir, text_folder):
     assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
 
 
+def test_query_landmarks_are_distilled_unless_turned_off(tmp_path, tiny_bert_dir, text_folder):
+    on = Trainer(config(tmp_path, tiny_bert_dir, text_folder, distill_only_steps=5))
+    parts = on.losses(on.pairs[:4], step=0)
+    assert set(parts) == {"distill", "distill_q"} and all(torch.isfinite(v) and v > 0 for v in parts.values())
+    off = Trainer(config(tmp_path, tiny_bert_dir, text_folder, distill_queries=False))
+    assert set(off.losses(off.pairs[:4], step=0)) == {"distill", "contrastive", "maxsim"}
+
+
 def test_saved_folder_reloads_with_its_settings_and_identical_vectors(tmp_path, tiny_bert_dir, text_folder):
     trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
     out = trainer.train()

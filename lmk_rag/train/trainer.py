@@ -3,8 +3,9 @@
 Objectives (weights in :class:`TrainConfig`):
 - contrastive InfoNCE with in-batch (and given hard) negatives on pooled LMK vectors;
 - the same on MaxSim over landmark vectors (what the multi-vector index scores);
-- distillation: each landmark state towards the frozen base model's embedding of its
-  chunk alone (the base reads short chunks well; landmarks should too).
+- distillation: each landmark state (of documents and, unless turned off, of queries)
+  towards the frozen base model's embedding of its chunk alone (the base reads short
+  chunks well; landmarks should too).
 Parameters: LoRA (peft) on every linear layer plus a trained offset on the landmark
 token's input embedding, or full fine-tuning. Seeded; each step's batch is a function of
 (seed, step), so a run resumed from a checkpoint continues exactly.
@@ -53,6 +54,7 @@ class TrainConfig:
     maxsim_weight: float = 1.0
     distill_weight: float = 1.0
     distill_only_steps: int = 0
+    distill_queries: bool = True
     full_finetune: bool = False
     lora_r: int = 16
     lora_alpha: int = 32
@@ -186,17 +188,16 @@ class Trainer:
         c = self.config
         self.enc._rng = np.random.default_rng([c.seed, step, 1])
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
+        queries = [p.query for p in pairs]
         pooled, states, text_of_chunk, layout = landmark_forward(self.student, self.enc, docs)
-        q_pooled, _, _, _ = landmark_forward(self.student, self.query_enc, [p.query for p in pairs])
+        q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
         q = F.normalize(q_pooled, dim=-1)
         labels = torch.arange(len(pairs), device=q.device)
         out: dict[str, torch.Tensor] = {}
         if c.distill_weight > 0:
-            spans = layout.spans
-            doc_of = text_of_chunk.cpu().numpy()
-            chunk_texts = [docs[d][a:b] for d, (a, b) in zip(doc_of, spans)]
-            teacher = torch.as_tensor(self.teacher.encode(chunk_texts), device=states.device)
-            out["distill"] = (1 - F.cosine_similarity(states, teacher, dim=-1)).mean() * c.distill_weight
+            out["distill"] = self._distill(docs, states, text_of_chunk, layout) * c.distill_weight
+            if c.distill_queries:  # queries stay in the space the document landmarks are pulled to
+                out["distill_q"] = self._distill(queries, q_states, q_text_of_chunk, q_layout) * c.distill_weight
         if step >= c.distill_only_steps:
             if c.contrastive_weight > 0:
                 logits = q @ F.normalize(pooled, dim=-1).T / c.temperature
@@ -205,6 +206,12 @@ class Trainer:
                 logits = maxsim_scores(q, F.normalize(states, dim=-1), text_of_chunk, len(docs)) / c.temperature
                 out["maxsim"] = F.cross_entropy(logits, labels) * c.maxsim_weight
         return out
+
+    def _distill(self, texts: list[str], states: torch.Tensor, text_of_chunk: torch.Tensor, layout) -> torch.Tensor:
+        """Mean (1 - cosine) between each landmark state and the frozen base's embedding of its chunk alone."""
+        chunk_texts = [texts[t][a:b] for t, (a, b) in zip(text_of_chunk.cpu().numpy(), layout.spans)]
+        teacher = torch.as_tensor(self.teacher.encode(chunk_texts), device=states.device)
+        return (1 - F.cosine_similarity(states, teacher, dim=-1)).mean()
 
     # ---------------------------------------------------------------- checkpoints
     def _checkpoint_dir(self) -> Path:
