@@ -103,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--distill-only-steps", type=int, default=0)
     tr.add_argument("--window-min-tokens", type=int, default=192, help="shortest training passage (tokens)")
     tr.add_argument("--window-max-tokens", type=int, default=448, help="longest training passage (tokens)")
-    tr.add_argument("--no-distill-queries", action="store_true",
-                    help="distil only document landmarks, not the queries' landmark states")
+    tr.add_argument("--distill-queries", action="store_true",
+                    help="distil the queries' landmark states too, not only the documents'")
     tr.add_argument("--full-finetune", action="store_true", help="train all weights instead of LoRA")
     tr.add_argument("--lora-r", type=int, default=16)
     tr.add_argument("--seed", type=int, default=0)
@@ -223,14 +223,15 @@ def run_train(args: argparse.Namespace) -> int:
     from .train import TrainConfig, train
 
     config = TrainConfig(
-        output=args.output, base_model=args.base_model or DEFAULT_MODEL, pairs=args.pairs, texts=args.texts, sections=args.sections,
-        granularities=args.granularities, steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
-        lr=args.lr, warmup_steps=args.warmup_steps, lr_decay=args.lr_decay, temperature=args.temperature, contrastive_weight=args.contrastive_weight,
+        output=args.output, base_model=args.base_model or DEFAULT_MODEL, pairs=args.pairs, texts=args.texts,
+        sections=args.sections, granularities=args.granularities, steps=args.steps, batch_size=args.batch_size,
+        grad_accum=args.grad_accum, lr=args.lr, warmup_steps=args.warmup_steps, lr_decay=args.lr_decay,
+        temperature=args.temperature, contrastive_weight=args.contrastive_weight,
         maxsim_weight=args.maxsim_weight, distill_weight=args.distill_weight,
-        distill_only_steps=args.distill_only_steps, distill_queries=not args.no_distill_queries, full_finetune=args.full_finetune,
-        window_min_tokens=args.window_min_tokens, window_max_tokens=args.window_max_tokens, lora_r=args.lora_r,
-        seed=args.seed, checkpoint_every=args.checkpoint_every, device=args.device,
-        show_progress=not args.no_progress,
+        distill_only_steps=args.distill_only_steps, distill_queries=args.distill_queries,
+        full_finetune=args.full_finetune, window_min_tokens=args.window_min_tokens,
+        window_max_tokens=args.window_max_tokens, lora_r=args.lora_r, seed=args.seed,
+        checkpoint_every=args.checkpoint_every, device=args.device, show_progress=not args.no_progress,
     )
     out = train(config)
     print(f"wrote {out}; load it with LMKEncoder(model={str(out)!r})")

@@ -46,11 +46,11 @@ def test_training_reduces_the_loss(tmp_path, tiny_bert_dir, text_folder):
     assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
 
 
-def test_query_landmarks_are_distilled_unless_turned_off(tmp_path, tiny_bert_dir, text_folder):
-    on = Trainer(config(tmp_path, tiny_bert_dir, text_folder, distill_only_steps=5))
+def test_query_landmarks_are_distilled_when_asked(tmp_path, tiny_bert_dir, text_folder):
+    on = Trainer(config(tmp_path, tiny_bert_dir, text_folder, distill_only_steps=5, distill_queries=True))
     parts = on.losses(on.pairs[:4], step=0)
     assert set(parts) == {"distill", "distill_q"} and all(torch.isfinite(v) and v > 0 for v in parts.values())
-    off = Trainer(config(tmp_path, tiny_bert_dir, text_folder, distill_queries=False))
+    off = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
     assert set(off.losses(off.pairs[:4], step=0)) == {"distill", "contrastive", "maxsim"}
 
 
@@ -152,3 +152,20 @@ def test_training_on_documentation_sections(tmp_path, tiny_bert_dir):
     assert all(p.negative and p.negative != p.positive for p in headed)
     trainer.train()
     assert (tmp_path / "out" / "lmk_config.json").is_file()
+
+
+def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
+    from lmk_rag.cli import main
+
+    out = tmp_path / "cli-out"
+    args = ["train", "--output", str(out), "--base-model", str(tiny_bert_dir), "--texts", str(text_folder),
+            "--granularities", "8,16", "--steps", "2", "--batch-size", "4", "--warmup-steps", "1",
+            "--lr-decay", "linear", "--distill-only-steps", "1", "--distill-queries",
+            "--window-min-tokens", "24", "--window-max-tokens", "48", "--no-progress"]
+    assert main(args) == 0
+    recorded = json.loads((out / "lmk_config.json").read_text())["training"]["config"]
+    assert (recorded["warmup_steps"], recorded["lr_decay"], recorded["distill_queries"]) == (1, "linear", True)
+    assert (recorded["window_min_tokens"], recorded["window_max_tokens"]) == (24, 48)
+    assert "LMKEncoder(model=" in capsys.readouterr().out
+    bad = args[:-5] + ["--window-min-tokens", "500", "--window-max-tokens", "100", "--no-progress"]
+    assert main(bad) == 2 and "window_min_tokens" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 Objectives (weights in :class:`TrainConfig`):
 - contrastive InfoNCE with in-batch (and given hard) negatives on pooled LMK vectors;
 - the same on MaxSim over landmark vectors (what the multi-vector index scores);
-- distillation: each landmark state (of documents and, unless turned off, of queries)
+- distillation: each landmark state (of documents and, if asked, of queries)
   towards the frozen base model's embedding of its chunk alone (the base reads short
   chunks well; landmarks should too).
 Parameters: LoRA (peft) on every linear layer plus a trained offset on the landmark
@@ -54,7 +54,7 @@ class TrainConfig:
     maxsim_weight: float = 1.0
     distill_weight: float = 1.0
     distill_only_steps: int = 0
-    distill_queries: bool = True
+    distill_queries: bool = False
     full_finetune: bool = False
     lora_r: int = 16
     lora_alpha: int = 32

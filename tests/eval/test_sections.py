@@ -110,7 +110,8 @@ def test_section_task_queries_are_headings_with_answer_spans(docs_folder):
         (doc,) = task.qrels[qid]
         did, start, end = task.answers[qid]
         assert did == doc and query not in texts[doc] and 0 < start < end <= len(texts[doc])
-        assert task.query_meta[qid]["position"] in (0.25, 0.5, 0.75)  # quarters of the page
+        assert task.query_meta[qid]["position"] in (0.0, 0.25, 0.5, 0.75, 1.0)  # quarters of the page
+        assert task.query_meta[qid]["position"] == round(4 * start / len(texts[doc])) / 4
         assert task.query_meta[qid]["length"] == 128  # 203 words: the power of two below
     # a passage inside the answer section is a hit; one in another section is not
     q0 = 0
