@@ -128,6 +128,8 @@ def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, tex
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.125)  # the last step's rate was used
     with pytest.raises(ValueError, match="lr_decay"):
         config(tmp_path, tiny_bert_dir, text_folder, lr_decay="cosine")
+    with pytest.raises(ValueError, match="distill_weight"):
+        config(tmp_path, tiny_bert_dir, text_folder, distill_only_steps=3, distill_weight=0.0)
     with pytest.raises(ValueError, match="window_min_tokens"):
         config(tmp_path, tiny_bert_dir, text_folder, window_min_tokens=500, window_max_tokens=100)
 

@@ -150,4 +150,4 @@ def training_texts() -> list[SourceText]:
     name the sections task uses), so no eval page is paraphrased in training.
     """
     sources = [s for s in python_docs() + package_readmes() if split_of(s.name) == "train"]
-    return sources + [s for s in stdlib_docstrings() if split_of(f"pydocs/library/{s.name[7:]}") == "train"]
+    return sources + [s for s in stdlib_docstrings() if split_of(f"pydocs/library/{s.name.removeprefix('stdlib/')}") == "train"]

@@ -72,6 +72,8 @@ class TrainConfig:
                              "sections=[reST docs folders or 'default']")
         if self.lr_decay not in ("constant", "linear"):
             raise ValueError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
+        if self.distill_only_steps > 0 and self.distill_weight <= 0:
+            raise ValueError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r"):
@@ -189,16 +191,19 @@ class Trainer:
         self.enc._rng = np.random.default_rng([c.seed, step, 1])
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
         queries = [p.query for p in pairs]
+        contrast = step >= c.distill_only_steps
         pooled, states, text_of_chunk, layout = landmark_forward(self.student, self.enc, docs)
-        q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
-        q = F.normalize(q_pooled, dim=-1)
-        labels = torch.arange(len(pairs), device=q.device)
         out: dict[str, torch.Tensor] = {}
         if c.distill_weight > 0:
             out["distill"] = self._distill(docs, states, text_of_chunk, layout) * c.distill_weight
-            if c.distill_queries:  # queries stay in the space the document landmarks are pulled to
-                out["distill_q"] = self._distill(queries, q_states, q_text_of_chunk, q_layout) * c.distill_weight
-        if step >= c.distill_only_steps:
+        if not contrast and not (c.distill_weight > 0 and c.distill_queries):
+            return out  # distillation-only step: the queries are not needed
+        q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
+        if c.distill_weight > 0 and c.distill_queries:  # queries stay in the space the landmarks are pulled to
+            out["distill_q"] = self._distill(queries, q_states, q_text_of_chunk, q_layout) * c.distill_weight
+        q = F.normalize(q_pooled, dim=-1)
+        labels = torch.arange(len(pairs), device=q.device)
+        if contrast:
             if c.contrastive_weight > 0:
                 logits = q @ F.normalize(pooled, dim=-1).T / c.temperature
                 out["contrastive"] = F.cross_entropy(logits, labels) * c.contrastive_weight
