@@ -247,11 +247,12 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     methods = parse_methods(args.methods, **kwargs)
     counter = LMKEncoder(**kwargs)
     tasks = []
+    pages = None
     for spec in args.task or ["passkey"]:
         if spec.startswith("beir:"):
             tasks.append(beir_task(spec[5:], split=args.beir_split))
         elif spec in ("sections", "sections-short"):
-            pages = read_rst_pages(args.docs_folder, split="eval")
+            pages = pages if pages is not None else read_rst_pages(args.docs_folder, split="eval")  # parse once
             count = lambda xs: counter.tokenize(xs).n_tokens  # noqa: E731
             tasks.append(section_task(pages, count, seed=args.seed) if spec == "sections"
                          else short_section_task(pages, count))

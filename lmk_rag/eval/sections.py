@@ -18,16 +18,14 @@ import os
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .corpora import SourceText, is_faq, split_of
-from .tasks import RetrievalTask
-
-TokenCounter = Callable[[list[str]], np.ndarray]
+from .tasks import RetrievalTask, TokenCounter
 
 # Sections of the CPython docs left out of every split: the language reference overlaps the
 # pydoc topics used for training, FAQ pages are held out, changelogs are not prose about a page.

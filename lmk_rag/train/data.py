@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..sentences import sentence_starts
+
+if TYPE_CHECKING:
+    from ..eval.sections import Page
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def sample_batch(n_items: int, batch_size: int, seed: int, step: int) -> np.ndar
     return rng.choice(n_items, size=min(batch_size, n_items), replace=False)
 
 
-def section_pairs(pages, seed: int, min_chars: int = 1000, max_chars: int = 2000) -> list[Pair]:
+def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_chars: int = 2000) -> list[Pair]:
     """A section heading as query, a passage of its page (headings removed) holding the section's start.
 
     The passage begins up to a fifth of its length before the section, so the answer is not
