@@ -100,7 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--contrastive-weight", type=float, default=1.0)
     tr.add_argument("--maxsim-weight", type=float, default=1.0)
     tr.add_argument("--distill-weight", type=float, default=1.0)
-    tr.add_argument("--distill-only-steps", type=int, default=0)
+    tr.add_argument("--distill-only-steps", type=int, default=0,
+                    help="first steps train landmark distillation alone (no queries, no negatives needed)")
+    tr.add_argument("--distill-batch-size", type=int, default=None,
+                    help="batch size of the distillation-only steps (default: --batch-size)")
     tr.add_argument("--window-min-tokens", type=int, default=192, help="shortest training passage (tokens)")
     tr.add_argument("--window-max-tokens", type=int, default=448, help="longest training passage (tokens)")
     tr.add_argument("--distill-queries", action="store_true",
@@ -110,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--checkpoint-every", type=int, default=50)
     tr.add_argument("--device", default="cpu")
+    tr.add_argument("--bf16", action="store_true",
+                    help="bf16 autocast: faster on GPUs and on CPUs with AVX512-BF16/AMX (weights stay fp32)")
     tr.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -228,10 +233,12 @@ def run_train(args: argparse.Namespace) -> int:
         grad_accum=args.grad_accum, lr=args.lr, warmup_steps=args.warmup_steps, lr_decay=args.lr_decay,
         temperature=args.temperature, contrastive_weight=args.contrastive_weight,
         maxsim_weight=args.maxsim_weight, distill_weight=args.distill_weight,
-        distill_only_steps=args.distill_only_steps, distill_queries=args.distill_queries,
+        distill_only_steps=args.distill_only_steps, distill_batch_size=args.distill_batch_size,
+        distill_queries=args.distill_queries,
         full_finetune=args.full_finetune, window_min_tokens=args.window_min_tokens,
         window_max_tokens=args.window_max_tokens, lora_r=args.lora_r, seed=args.seed,
-        checkpoint_every=args.checkpoint_every, device=args.device, show_progress=not args.no_progress,
+        checkpoint_every=args.checkpoint_every, device=args.device, bf16=args.bf16,
+        show_progress=not args.no_progress,
     )
     out = train(config)
     print(f"wrote {out}; load it with LMKEncoder(model={str(out)!r})")

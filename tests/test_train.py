@@ -54,6 +54,18 @@ def test_query_landmarks_are_distilled_when_asked(tmp_path, tiny_bert_dir, text_
     assert set(off.losses(off.pairs[:4], step=0)) == {"distill", "contrastive", "maxsim"}
 
 
+def test_bf16_autocast_gives_the_same_losses_within_bf16_precision(tmp_path, tiny_bert_dir, text_folder):
+    fp32 = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
+    bf16 = Trainer(config(tmp_path, tiny_bert_dir, text_folder, bf16=True))
+    a, b = fp32.losses(fp32.pairs[:4], step=0), bf16.losses(bf16.pairs[:4], step=0)
+    assert set(a) == set(b)
+    for name in a:
+        assert torch.isfinite(b[name]) and b[name].dtype == torch.float32
+        assert abs(a[name].item() - b[name].item()) < 0.05 * max(1.0, abs(a[name].item())), name
+    b["maxsim"].backward()
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in bf16.student.trainable())
+
+
 def test_saved_folder_reloads_with_its_settings_and_identical_vectors(tmp_path, tiny_bert_dir, text_folder):
     trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
     out = trainer.train()
@@ -132,6 +144,19 @@ def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, tex
         config(tmp_path, tiny_bert_dir, text_folder, distill_only_steps=3, distill_weight=0.0)
     with pytest.raises(ValueError, match="window_min_tokens"):
         config(tmp_path, tiny_bert_dir, text_folder, window_min_tokens=500, window_max_tokens=100)
+    with pytest.raises(ValueError, match="distill_batch_size"):
+        config(tmp_path, tiny_bert_dir, text_folder, distill_batch_size=0)
+
+
+def test_distillation_steps_use_their_own_batch_size(tmp_path, tiny_bert_dir, text_folder, monkeypatch):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=4, distill_only_steps=2,
+                             distill_batch_size=2, batch_size=4))
+    assert [trainer.batch_size_at(s) for s in range(4)] == [2, 2, 4, 4]
+    seen = []
+    real = trainer.losses
+    monkeypatch.setattr(trainer, "losses", lambda pairs, step: seen.append(len(pairs)) or real(pairs, step))
+    trainer.train()
+    assert seen == [2, 2, 4, 4]
 
 
 def test_training_on_documentation_sections(tmp_path, tiny_bert_dir):
@@ -162,12 +187,12 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
     out = tmp_path / "cli-out"
     args = ["train", "--output", str(out), "--base-model", str(tiny_bert_dir), "--texts", str(text_folder),
             "--granularities", "8,16", "--steps", "2", "--batch-size", "4", "--warmup-steps", "1",
-            "--lr-decay", "linear", "--distill-only-steps", "1", "--distill-queries",
+            "--lr-decay", "linear", "--distill-only-steps", "1", "--distill-queries", "--bf16",
             "--window-min-tokens", "24", "--window-max-tokens", "48", "--no-progress"]
     assert main(args) == 0
     recorded = json.loads((out / "lmk_config.json").read_text())["training"]["config"]
     assert (recorded["warmup_steps"], recorded["lr_decay"], recorded["distill_queries"]) == (1, "linear", True)
-    assert (recorded["window_min_tokens"], recorded["window_max_tokens"]) == (24, 48)
+    assert (recorded["window_min_tokens"], recorded["window_max_tokens"], recorded["bf16"]) == (24, 48, True)
     assert "LMKEncoder(model=" in capsys.readouterr().out
     bad = args[:-5] + ["--window-min-tokens", "500", "--window-max-tokens", "100", "--no-progress"]
     assert main(bad) == 2 and "window_min_tokens" in capsys.readouterr().err
