@@ -31,3 +31,4 @@ test: install
 bench: install
 	$(PY) benchmarks/bench_encode.py
 	$(PY) benchmarks/bench_layout.py
+	$(PY) benchmarks/bench_train.py

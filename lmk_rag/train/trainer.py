@@ -192,7 +192,8 @@ class Trainer:
 
     # ---------------------------------------------------------------- losses
     def _autocast(self) -> AbstractContextManager:
-        """bf16 autocast when asked: ~1.7x faster steps on CPUs with AVX512-BF16/AMX, and on GPUs."""
+        """bf16 autocast when asked: 1.3-1.6x faster steps on a CPU with AVX512-BF16
+        (benchmarks/bench_train.py), and on GPUs."""
         return torch.autocast(device_type=torch.device(self.enc.device).type, dtype=torch.bfloat16,
                               enabled=self.config.bf16)
 
@@ -293,7 +294,8 @@ class Trainer:
                 group["lr"] = self.lr_at(self.step)
             totals: dict[str, float] = {}
             for micro in range(c.grad_accum):
-                idx = sample_batch(len(self.pairs), self.batch_size_at(self.step), c.seed, self.step * c.grad_accum + micro)
+                size = self.batch_size_at(self.step)
+                idx = sample_batch(len(self.pairs), size, c.seed, self.step * c.grad_accum + micro)
                 parts = self.losses([self.pairs[i] for i in idx], self.step)
                 loss = sum(parts.values()) / c.grad_accum
                 loss.backward()
