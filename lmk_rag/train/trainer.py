@@ -293,8 +293,8 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.lr_at(self.step)
             totals: dict[str, float] = {}
+            size = self.batch_size_at(self.step)
             for micro in range(c.grad_accum):
-                size = self.batch_size_at(self.step)
                 idx = sample_batch(len(self.pairs), size, c.seed, self.step * c.grad_accum + micro)
                 parts = self.losses([self.pairs[i] for i in idx], self.step)
                 loss = sum(parts.values()) / c.grad_accum
