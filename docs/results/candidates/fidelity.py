@@ -7,14 +7,20 @@ embedding of that landmark's chunk alone (what distillation aims at). Top-1 is m
 (MaxSim) retrieval over passkey documents of 512 and 2048 tokens with the model's own queries,
 the base model's queries, and either against the base model's chunk embeddings.
 """
+
 import sys
+
+import numpy as np
+
 from lmk_rag import LMKEncoder
 from lmk_rag.eval import default_haystack, needle_tasks
 from lmk_rag.models import DEFAULT_MODEL
+
 model = sys.argv[1]
+kind = sys.argv[2] if len(sys.argv) > 2 else "passkey"
 base = LMKEncoder(model=DEFAULT_MODEL, pooling="mean", granularity=None)
 enc = LMKEncoder(model=model, granularity=32)
-tasks = needle_tasks(default_haystack("eval"), lambda xs: base.tokenize(xs).n_tokens, lengths=[512, 2048], kind=sys.argv[2] if len(sys.argv)>2 else "passkey")
+tasks = needle_tasks(default_haystack("eval"), lambda xs: base.tokenize(xs).n_tokens, lengths=[512, 2048], kind=kind)
 for t in tasks:
     multi = enc.encode_multi(t.doc_texts)
     counts = np.array([len(m) for m in multi]); starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
