@@ -203,16 +203,17 @@ class Trainer:
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
         queries = [p.query for p in pairs]
         contrast = step >= c.distill_only_steps
+        distill_queries = c.distill_weight > 0 and c.distill_queries
         with self._autocast():
             pooled, states, text_of_chunk, layout = landmark_forward(self.student, self.enc, docs)
         out: dict[str, torch.Tensor] = {}
         if c.distill_weight > 0:
             out["distill"] = self._distill(docs, states, text_of_chunk, layout) * c.distill_weight
-        if not contrast and not (c.distill_weight > 0 and c.distill_queries):
+        if not contrast and not distill_queries:
             return out  # distillation-only step: the queries are not needed
         with self._autocast():
             q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
-        if c.distill_weight > 0 and c.distill_queries:  # queries stay in the space the landmarks are pulled to
+        if distill_queries:  # queries stay in the space the landmarks are pulled to
             out["distill_q"] = self._distill(queries, q_states, q_text_of_chunk, q_layout) * c.distill_weight
         q = F.normalize(q_pooled, dim=-1)
         labels = torch.arange(len(pairs), device=q.device)
