@@ -1,30 +1,80 @@
 """Files -> documents -> index: idempotent, resumable, with progress and a summary.
 
-A document's id is its path relative to the root it was found under; a SHA-256 of its bytes,
-kept in metadata, lets a re-run skip unchanged files. Documents are written in small batches,
-each document atomically (one Qdrant point; a Chroma generation), so a run that is killed and
-started again ends with every document in the index exactly once.
+A document's id is its path relative to the root it was found under (two roots that give the
+same id are refused, never one silently kept); a SHA-256 of its bytes, kept in metadata, lets a
+re-run skip unchanged files. Documents are written in small batches, each document atomically
+(one Qdrant point; a Chroma generation), so a run that is killed and started again ends with
+every document in the index exactly once. Symbolic links that lead out of the folder given are
+not followed unless asked; FIFOs, devices and the index's own folder are never read.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import html.parser
 import logging
+import os
+import stat
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import InvalidInputError, PathNotFoundError
 from .index.base import MultiVectorIndex
 
 logger = logging.getLogger("lmk_rag")
 
 TEXT_SUFFIXES = {
-    ".txt", ".md", ".markdown", ".rst", ".adoc", ".tex", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml",
-    ".toml", ".ini", ".cfg", ".xml", ".py", ".pyi", ".js", ".jsx", ".ts", ".tsx", ".java", ".kt", ".scala",
-    ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".r", ".jl", ".lua",
-    ".sh", ".bash", ".zsh", ".sql", ".css", ".scss", ".html", ".htm",
+    ".txt",
+    ".md",
+    ".markdown",
+    ".rst",
+    ".adoc",
+    ".tex",
+    ".csv",
+    ".tsv",
+    ".json",
+    ".jsonl",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".ini",
+    ".cfg",
+    ".xml",
+    ".py",
+    ".pyi",
+    ".js",
+    ".jsx",
+    ".ts",
+    ".tsx",
+    ".java",
+    ".kt",
+    ".scala",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".hpp",
+    ".cs",
+    ".go",
+    ".rs",
+    ".rb",
+    ".php",
+    ".swift",
+    ".m",
+    ".r",
+    ".jl",
+    ".lua",
+    ".sh",
+    ".bash",
+    ".zsh",
+    ".sql",
+    ".css",
+    ".scss",
+    ".html",
+    ".htm",
 }
 HTML_SUFFIXES = {".html", ".htm"}
 
@@ -36,16 +86,20 @@ class IngestSummary:
     skipped: int = 0
     pruned: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    ignored: dict[str, str] = field(default_factory=dict)
     landmarks: int = 0
     tokens: int = 0
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
         rate = self.tokens / self.seconds if self.seconds else 0.0
-        out = [f"added {self.added}, updated {self.updated}, skipped {self.skipped} unchanged, pruned {self.pruned}, "
-               f"failed {len(self.failed)}; {self.landmarks} landmarks, {self.tokens} tokens in {self.seconds:.1f} s "
-               f"({rate:.0f} tokens/s)"]
+        out = [
+            f"added {self.added}, updated {self.updated}, skipped {self.skipped} unchanged, pruned {self.pruned}, "
+            f"failed {len(self.failed)}; {self.landmarks} landmarks, {self.tokens} tokens in {self.seconds:.1f} s "
+            f"({rate:.0f} tokens/s)"
+        ]
         out += [f"  failed {path}: {reason}" for path, reason in sorted(self.failed.items())]
+        out += [f"  ignored {path}: {reason}" for path, reason in sorted(self.ignored.items())]
         return out
 
 
@@ -76,20 +130,41 @@ def html_to_text(markup: str) -> str:
     return "".join(parser.parts)
 
 
+# Byte-order marks, longest first (the UTF-32 LE mark begins with the UTF-16 LE one).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode_text(raw: bytes) -> str:
+    """UTF-8, or UTF-16/32 and UTF-8 with a byte-order mark; ValueError for binary or other encodings."""
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
+    if encoding is None:
+        if b"\x00" in raw[:8192]:
+            raise InvalidInputError("binary file")
+        encoding = "utf-8"
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"not {encoding.upper().replace('-SIG', '')} (byte {exc.start})") from exc
+    if "\x00" in text[:8192]:
+        raise InvalidInputError("binary file")
+    return text
+
+
 def read_document(path: Path) -> tuple[str, bytes]:
-    """(text, raw bytes); ValueError with a reason for binary, non-UTF-8 or unreadable files."""
+    """(text, raw bytes); ValueError with a reason for binary, undecodable or unreadable files."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ValueError(f"unreadable: {exc.strerror or exc}") from exc
+        raise InvalidInputError(f"unreadable: {exc.strerror or exc}") from exc
     if path.suffix.lower() == ".pdf":
         return _pdf_text(path), raw
-    if b"\x00" in raw[:8192]:
-        raise ValueError("binary file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 (byte {exc.start})") from exc
+    text = decode_text(raw)
     if path.suffix.lower() in HTML_SUFFIXES:
         text = html_to_text(text)
     return text, raw
@@ -99,39 +174,128 @@ def _pdf_text(path: Path) -> str:
     try:
         from pypdf import PdfReader
     except ImportError as exc:
-        raise ValueError("PDF needs the optional extra: pip install 'lmk-rag[pdf]'") from exc
+        raise InvalidInputError("PDF needs the optional extra: pip install 'lmk-rag[pdf]'") from exc
     try:
         return "\n\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
-    except Exception as exc:  # noqa: BLE001 - a broken PDF is a per-file failure
-        raise ValueError(f"unreadable PDF: {exc}") from exc
+    except Exception as exc:
+        raise InvalidInputError(f"unreadable PDF: {exc}") from exc
 
 
-def discover(paths: Sequence[str | Path], suffixes: Iterable[str] = TEXT_SUFFIXES | {".pdf"}) -> list[tuple[str, Path]]:
-    """(document id, file) pairs: ids are paths relative to each root given (a file's own name)."""
+@dataclass
+class Discovery:
+    """What :func:`discover` found: (id, file) pairs to read, and paths passed over with why."""
+
+    files: list[tuple[str, Path]]
+    ignored: dict[str, str] = field(default_factory=dict)
+
+
+def _walk(root: Path, follow_symlinks: bool, excluded: set[Path]) -> Iterator[Path]:
+    """Every entry below ``root`` in sorted order, hidden ones and excluded folders left out;
+    folder links are entered only when following links, each real folder once (no loops)."""
+    seen: set[Path] = set()
+    for top, dirs, names in os.walk(root, followlinks=follow_symlinks):
+        real = Path(top).resolve()
+        if real in seen or real in excluded:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(top) / d).resolve() not in excluded)
+        for name in sorted(names + [d for d in dirs if (Path(top) / d).is_symlink() and not follow_symlinks]):
+            if not name.startswith("."):
+                yield Path(top) / name
+
+
+def _regular_file(path: Path, root: Path | None, follow_symlinks: bool) -> str | None:
+    """None when ``path`` may be read, else why not (link out of the folder, loop, FIFO, ...)."""
+    try:
+        target = path.resolve(strict=True)
+        mode = target.stat().st_mode
+    except (OSError, RuntimeError) as exc:
+        return f"broken or looping symlink ({exc.__class__.__name__})" if path.is_symlink() else f"unreadable ({exc})"
+    if path.is_symlink() and not follow_symlinks and root is not None and not target.is_relative_to(root):
+        return f"symlink to {target}, outside the folder (pass --follow-symlinks to read it)"
+    if stat.S_ISDIR(mode):
+        return "symlink to a folder (pass --follow-symlinks to enter it)"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (FIFO, socket or device)"
+    return None
+
+
+def discover(
+    paths: Sequence[str | Path],
+    suffixes: Iterable[str] = TEXT_SUFFIXES | {".pdf"},
+    *,
+    follow_symlinks: bool = False,
+    exclude: Iterable[str | Path] = (),
+) -> Discovery:
+    """(document id, file) pairs: ids are paths relative to each root given (a file's own name).
+
+    Two roots that yield the same id are refused with an error naming both files; links leading
+    out of a root are passed over unless ``follow_symlinks``; folders in ``exclude`` (the index's
+    own) are not entered.
+    """
     wanted = {s.lower() for s in suffixes}
+    excluded = {Path(e).resolve() for e in exclude}
     found: dict[str, Path] = {}
+    found_under: dict[str, str] = {}
+    ignored: dict[str, str] = {}
+
+    def keep(doc_id: str, path: Path, given: str) -> None:
+        if doc_id in found:
+            raise InvalidInputError(
+                f"{found[doc_id]} and {path} would both be document {doc_id!r} (ids are paths relative to the "
+                f"folder given: {found_under[doc_id]!r} and {given!r}); ingest them into separate indexes, or "
+                "give one folder that holds both"
+            )
+        found[doc_id], found_under[doc_id] = path, given
+
     for given in paths:
         root = Path(given)
-        if not root.exists():
-            raise FileNotFoundError(f"no such file or folder: {given}")
-        if root.is_file():
-            found[root.name] = root
+        if not root.exists() and not root.is_symlink():
+            raise PathNotFoundError(f"no such file or folder: {given}")
+        if not root.is_dir():
+            reason = _regular_file(root, None, True)
+            if reason is not None:
+                raise InvalidInputError(f"cannot read {given}: {reason}")
+            keep(root.name, root, str(given))
             continue
-        for path in sorted(root.rglob("*")):
-            rel = path.relative_to(root)
-            if path.is_file() and path.suffix.lower() in wanted and not any(p.startswith(".") for p in rel.parts):
-                found[rel.as_posix()] = path
-    return sorted(found.items())
+        real_root = root.resolve()
+        for path in _walk(root, follow_symlinks, excluded):
+            rel = path.relative_to(root).as_posix()
+            if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
+                continue
+            reason = _regular_file(path, real_root, follow_symlinks)
+            if reason is not None:
+                ignored[rel] = reason
+            elif path.suffix.lower() in wanted:
+                keep(rel, path, str(given))
+    return Discovery(sorted(found.items()), ignored)
 
 
-def ingest(index: MultiVectorIndex, paths: Sequence[str | Path], *, prune: bool = False, batch_docs: int = 16,
-           show_progress: bool = True) -> IngestSummary:
-    """Add new and changed files to ``index``, skip unchanged ones, optionally prune vanished ones."""
+def _under(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
+def ingest(
+    index: MultiVectorIndex,
+    paths: Sequence[str | Path],
+    *,
+    prune: bool = False,
+    batch_docs: int = 16,
+    show_progress: bool = True,
+    follow_symlinks: bool = False,
+) -> IngestSummary:
+    """Add new and changed files to ``index``, skip unchanged ones; with ``prune``, remove the
+    documents whose files, under the paths given, are gone. The index's own folder is never read."""
     from tqdm.auto import tqdm
 
+    if isinstance(batch_docs, bool) or not isinstance(batch_docs, int) or batch_docs < 1:
+        raise InvalidInputError(f"batch_docs must be an int >= 1, got {batch_docs!r}")
     summary = IngestSummary()
     t0 = time.perf_counter()
-    files = discover(paths)
+    found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
+    files = found.files
+    summary.ignored.update(found.ignored)
     known = {d.id: d.metadata.get("sha256") for d in index.get([i for i, _ in files])} if files else {}
     pending: list[tuple[str, str, dict]] = []
 
@@ -141,7 +305,8 @@ def ingest(index: MultiVectorIndex, paths: Sequence[str | Path], *, prune: bool 
         if not pending:
             return
         ids, texts, metas = zip(*pending)
-        multis = index.encoder.encode_multi(list(texts))
+        # The encoder's own bar (tokens) moves inside long documents; this one counts documents.
+        multis = index.encoder.encode_multi(list(texts), show_progress=show_progress)
         index.add_encoded(multis, list(texts), list(ids), list(metas))
         for doc_id, mv in zip(ids, multis):
             if doc_id in known:
@@ -168,15 +333,26 @@ def ingest(index: MultiVectorIndex, paths: Sequence[str | Path], *, prune: bool 
             summary.skipped += 1
             bar.update(1)
             continue
-        pending.append((doc_id, text, {"source": str(path), "sha256": digest, "bytes": len(raw)}))
+        source = str(path.absolute())
+        pending.append((doc_id, text, {"source": source, "sha256": digest, "bytes": len(raw)}))
         if len(pending) >= batch_docs:
             flush()
     flush()
     bar.close()
     if prune:
-        present = {i for i, _ in files}
-        gone = [i for i in index.ids() if i not in present]
-        index.delete(gone)
-        summary.pruned = len(gone)
+        summary.pruned = prune_vanished(index, paths, {i for i, _ in files})
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def prune_vanished(index: MultiVectorIndex, paths: Sequence[str | Path], present: set[str]) -> int:
+    """Delete the documents whose source file lies under ``paths`` and no longer exists; documents
+    from other folders, and files that exist but were not read this run, are kept."""
+    roots = [Path(p).absolute() for p in paths]
+    gone = []
+    for doc in index.get([i for i in index.ids() if i not in present]):
+        source = doc.metadata.get("source")
+        if isinstance(source, str) and _under(Path(source).absolute(), roots) and not os.path.lexists(source):
+            gone.append(doc.id)
+    index.delete(gone)
+    return len(gone)

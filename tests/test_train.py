@@ -14,11 +14,11 @@ from lmk_rag.train.trainer import landmark_forward
 
 TEXTS = {
     "tides.txt": "Spring tides come at new and full moon when the Sun and Moon line up. Neap tides come at the "
-                 "quarter moons. The Bay of Fundy has a tidal range of sixteen metres. Storm surges raise the sea.",
+    "quarter moons. The Bay of Fundy has a tidal range of sixteen metres. Storm surges raise the sea.",
     "bread.txt": "A sourdough starter is fed daily with flour and water. Grey liquid on top means it is hungry. "
-                 "Bulk fermentation takes four to six hours at room temperature. Bake at 250 degrees.",
+    "Bulk fermentation takes four to six hours at room temperature. Bake at 250 degrees.",
     "bike.txt": "Check tyre pressure every week because tubes lose air slowly. Oil each chain roller once. "
-                "Replace a chain stretched by three quarters of a percent. Adjust the barrel a quarter turn.",
+    "Replace a chain stretched by three quarters of a percent. Adjust the barrel a quarter turn.",
 }
 
 
@@ -32,9 +32,20 @@ def text_folder(tmp_path):
 
 
 def config(tmp_path, tiny_bert_dir, text_folder, **kw) -> TrainConfig:
-    base = dict(output=str(tmp_path / "out"), base_model=str(tiny_bert_dir), texts=[str(text_folder)],
-                granularities=[8, 16], steps=6, batch_size=4, lr=5e-3, window_min_tokens=24,
-                window_max_tokens=48, checkpoint_every=2, show_progress=False, seed=0)
+    base = dict(
+        output=str(tmp_path / "out"),
+        base_model=str(tiny_bert_dir),
+        texts=[str(text_folder)],
+        granularities=[8, 16],
+        steps=6,
+        batch_size=4,
+        lr=5e-3,
+        window_min_tokens=24,
+        window_max_tokens=48,
+        checkpoint_every=2,
+        show_progress=False,
+        seed=0,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -70,7 +81,11 @@ def test_saved_folder_reloads_with_its_settings_and_identical_vectors(tmp_path, 
     trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
     out = trainer.train()
     cfg = json.loads((out / "lmk_config.json").read_text())
-    assert cfg["granularity"] == 8 and cfg["pooling"] == "lmk" and (out / "adapter" / "adapter_model.safetensors").is_file()
+    assert (
+        cfg["granularity"] == 8
+        and cfg["pooling"] == "lmk"
+        and (out / "adapter" / "adapter_model.safetensors").is_file()
+    )
     a = LMKEncoder(out, device="cpu", normalize=False)
     assert a.granularity == 8 and a.adapter_name == out.name
     texts = [TEXTS["tides.txt"], "short query"]
@@ -108,8 +123,15 @@ def test_jsonl_pairs_and_bad_config(tmp_path, tiny_bert_dir):
         TrainConfig(output=str(tmp_path / "o"))
     with pytest.raises(ValueError, match="batch_size"):
         TrainConfig(output=str(tmp_path / "o"), pairs=str(path), batch_size=1)
-    cfg = TrainConfig(output=str(tmp_path / "o"), base_model=str(tiny_bert_dir), pairs=str(path), batch_size=2,
-                      steps=2, granularities=[8], show_progress=False)
+    cfg = TrainConfig(
+        output=str(tmp_path / "o"),
+        base_model=str(tiny_bert_dir),
+        pairs=str(path),
+        batch_size=2,
+        steps=2,
+        granularities=[8],
+        show_progress=False,
+    )
     out = Trainer(cfg).train()  # pairs with a hard negative train too
     assert (out / "lmk_config.json").is_file()
 
@@ -133,7 +155,18 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
 
 def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, text_folder):
     trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=10, lr=1.0, warmup_steps=2, lr_decay="linear"))
-    assert [round(trainer.lr_at(s), 3) for s in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+    assert [round(trainer.lr_at(s), 3) for s in range(10)] == [
+        0.5,
+        1.0,
+        1.0,
+        0.875,
+        0.75,
+        0.625,
+        0.5,
+        0.375,
+        0.25,
+        0.125,
+    ]
     constant = Trainer(config(tmp_path, tiny_bert_dir, text_folder, lr=0.1))
     assert {constant.lr_at(s) for s in range(6)} == {0.1}
     trainer.train()
@@ -149,8 +182,9 @@ def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, tex
 
 
 def test_distillation_steps_use_their_own_batch_size(tmp_path, tiny_bert_dir, text_folder, monkeypatch):
-    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=4, distill_only_steps=2,
-                             distill_batch_size=2, batch_size=4))
+    trainer = Trainer(
+        config(tmp_path, tiny_bert_dir, text_folder, steps=4, distill_only_steps=2, distill_batch_size=2, batch_size=4)
+    )
     assert [trainer.batch_size_at(s) for s in range(4)] == [2, 2, 4, 4]
     seen = []
     real = trainer.losses
@@ -167,11 +201,21 @@ def test_training_on_documentation_sections(tmp_path, tiny_bert_dir):
     root.mkdir()
     body = " ".join(TEXTS.values())
     for i in range(10):
-        sections = "".join(f"Part {i} section {j} heading\n{'-' * 30}\n\nPart {j} of page {i}. {body}\n\n" for j in range(4))
+        sections = "".join(
+            f"Part {i} section {j} heading\n{'-' * 30}\n\nPart {j} of page {i}. {body}\n\n" for j in range(4)
+        )
         (root / f"page{i}.rst").write_text(f"Page {i}\n{'=' * 10}\n\n{sections}")
-    cfg = TrainConfig(output=str(tmp_path / "out"), base_model=str(tiny_bert_dir), sections=[str(root)],
-                      granularities=[8, 16], steps=2, batch_size=4, window_min_tokens=24, window_max_tokens=48,
-                      show_progress=False)
+    cfg = TrainConfig(
+        output=str(tmp_path / "out"),
+        base_model=str(tiny_bert_dir),
+        sections=[str(root)],
+        granularities=[8, 16],
+        steps=2,
+        batch_size=4,
+        window_min_tokens=24,
+        window_max_tokens=48,
+        show_progress=False,
+    )
     trainer = Trainer(cfg)
     train_pages = {f"page{i}" for i in range(10) if split_of(f"pydocs/page{i}") == "train"}
     headed = [p for p in trainer.pairs if "heading" in p.query]
@@ -185,10 +229,34 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
     from lmk_rag.cli import main
 
     out = tmp_path / "cli-out"
-    args = ["train", "--output", str(out), "--base-model", str(tiny_bert_dir), "--texts", str(text_folder),
-            "--granularities", "8,16", "--steps", "2", "--batch-size", "4", "--warmup-steps", "1",
-            "--lr-decay", "linear", "--distill-only-steps", "1", "--distill-queries", "--bf16",
-            "--window-min-tokens", "24", "--window-max-tokens", "48", "--no-progress"]
+    args = [
+        "train",
+        "--output",
+        str(out),
+        "--base-model",
+        str(tiny_bert_dir),
+        "--texts",
+        str(text_folder),
+        "--granularities",
+        "8,16",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--lr-decay",
+        "linear",
+        "--distill-only-steps",
+        "1",
+        "--distill-queries",
+        "--bf16",
+        "--window-min-tokens",
+        "24",
+        "--window-max-tokens",
+        "48",
+        "--no-progress",
+    ]
     assert main(args) == 0
     recorded = json.loads((out / "lmk_config.json").read_text())["training"]["config"]
     assert (recorded["warmup_steps"], recorded["lr_decay"], recorded["distill_queries"]) == (1, "linear", True)
@@ -196,3 +264,56 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
     assert "LMKEncoder(model=" in capsys.readouterr().out
     bad = args[:-5] + ["--window-min-tokens", "500", "--window-max-tokens", "100", "--no-progress"]
     assert main(bad) == 2 and "window_min_tokens" in capsys.readouterr().err
+
+
+def test_a_crafted_checkpoint_runs_no_code(tmp_path, tiny_bert_dir, text_folder):
+    """Resume reads state.pt with weights_only=True: a pickle that would run code is refused."""
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (f"open({str(marker)!r}, 'w').write('x')",))
+
+    cfg = config(tmp_path, tiny_bert_dir, text_folder)
+    folder = tmp_path / "out" / "checkpoint"
+    folder.mkdir(parents=True)
+    torch.save({"step": 1, "params": {}, "optimizer": {}, "history": [], "x": Payload()}, folder / "state.pt")
+    with pytest.raises(ValueError, match="cannot resume"):
+        Trainer(cfg).maybe_resume()
+    assert not marker.exists()
+
+
+def test_checkpoint_swap_keeps_a_whole_checkpoint(tmp_path, tiny_bert_dir, text_folder):
+    """A crash while writing leaves the previous whole checkpoint, which resume uses (it used to
+    remove the old one first, so a crash then restarted training from step 0)."""
+    cfg = config(tmp_path, tiny_bert_dir, text_folder, steps=2)
+    Trainer(cfg).train()
+    folder = tmp_path / "out" / "checkpoint"
+    assert sorted(p.name for p in folder.iterdir()) == ["state.pt"]
+    (folder / "state.pt.tmp").write_bytes(b"half a checkpoint, as a crash mid-write leaves it")
+    again = Trainer(cfg)
+    assert again.maybe_resume() and again.step == 2
+
+
+def test_a_checkpoint_left_by_the_old_swap_is_resumed(tmp_path, tiny_bert_dir, text_folder):
+    cfg = config(tmp_path, tiny_bert_dir, text_folder, steps=2)
+    Trainer(cfg).train()
+    out = tmp_path / "out"
+    (out / "checkpoint").rename(out / "checkpoint.tmp")  # crashed between the old rmtree and rename
+    again = Trainer(cfg)
+    assert again.maybe_resume() and again.step == 2
+
+
+def test_full_finetune_folder_loads_with_its_landmark_offset(tmp_path, tiny_bert_dir, text_folder):
+    """A --full-finetune folder ("base_model": ".") must get its trained landmark offset too."""
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, full_finetune=True, steps=3, lr=5e-2))
+    out = trainer.train()
+    assert json.loads((out / "lmk_config.json").read_text())["base_model"] == "."
+    assert trainer.student.delta.abs().sum() > 0
+    loaded = LMKEncoder(out, device="cpu", normalize=False)
+    texts = [TEXTS["bike.txt"], "short query"]
+    trainer.student.eval()
+    trainer.enc.granularity = 8
+    with torch.no_grad():
+        pooled, _, _, _ = landmark_forward(trainer.student, trainer.enc, texts)
+    np.testing.assert_allclose(loaded.encode(texts), pooled.numpy(), atol=1e-4)

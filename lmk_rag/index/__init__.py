@@ -16,4 +16,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["MultiVectorIndex", "Hit", "StoredDocument", "SEARCH_MODES", "QdrantIndex", "ChromaIndex"]
+__all__ = ["SEARCH_MODES", "ChromaIndex", "Hit", "MultiVectorIndex", "QdrantIndex", "StoredDocument"]

@@ -8,18 +8,24 @@ refuses an encoder that differs.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..encoder import LMKEncoder, check_texts
+from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
 from ..types import Fingerprint, MultiVector
 
 SEARCH_MODES = ("maxsim", "prefetch", "pooled")
+# Every backend stores and filters such keys alike (Qdrant quotes them in its JSON paths, where '"' cannot go).
+METADATA_KEY_RULE = "metadata keys must be non-empty str, without '\"', not starting with '_lmk'"
 _ALLOWED_META = (str, int, float, bool)
 
 
@@ -49,32 +55,46 @@ def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> lis
         return [{} for _ in range(n)]
     items = list(metadatas)
     if len(items) != n:
-        raise ValueError(f"metadatas has {len(items)} entries for {n} texts; give one dict per text")
+        raise InvalidInputError(f"metadatas has {len(items)} entries for {n} texts; give one dict per text")
     out = []
     for i, meta in enumerate(items):
         if meta is None:
             meta = {}
         if not isinstance(meta, Mapping):
-            raise TypeError(f"metadatas[{i}] must be a dict, got {type(meta).__name__}")
+            raise InvalidTypeError(f"metadatas[{i}] must be a dict, got {type(meta).__name__}")
         for key, value in meta.items():
-            if not isinstance(key, str) or key.startswith("_lmk"):
-                raise ValueError(f"metadatas[{i}]: keys must be str and not start with '_lmk', got {key!r}")
+            if not isinstance(key, str) or not key or key.startswith("_lmk") or '"' in key:
+                raise InvalidInputError(f"metadatas[{i}]: {METADATA_KEY_RULE}, got {key!r}")
             if value is not None and not isinstance(value, _ALLOWED_META):
-                raise TypeError(f"metadatas[{i}][{key!r}] must be str, int, float, bool or None, got {type(value).__name__}")
+                raise InvalidTypeError(
+                    f"metadatas[{i}][{key!r}] must be str, int, float, bool or None, got {type(value).__name__}"
+                )
         out.append(dict(meta))
     return out
 
 
+def id_list(ids: Any, name: str = "ids") -> list[str]:
+    """A list of non-empty str from any iterable of ids; a bare str is refused, not split into characters."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidTypeError(f"{name} must be a list of str, got a bare {type(ids).__name__}; wrap it: [{ids!r}]")
+    if ids is None or isinstance(ids, Mapping) or not hasattr(ids, "__iter__"):
+        raise InvalidTypeError(f"{name} must be a list of str, got {type(ids).__name__}")
+    items = list(ids)
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item:
+            raise InvalidTypeError(f"{name}[{i}] must be a non-empty str, got {item!r}")
+    return items
+
+
 def check_ids(ids: Sequence[str] | None, n: int) -> list[str]:
+    """One unique id per text; ``None`` makes random ones."""
     if ids is None:
         return [uuid.uuid4().hex for _ in range(n)]
-    items = list(ids)
+    items = id_list(ids)
     if len(items) != n:
-        raise ValueError(f"ids has {len(items)} entries for {n} texts; give one id per text")
-    if not all(isinstance(i, str) and i for i in items):
-        raise TypeError("ids must be non-empty strings")
+        raise InvalidInputError(f"ids has {len(items)} entries for {n} texts; give one id per text")
     if len(set(items)) != len(items):
-        raise ValueError("ids contains duplicates; each document needs its own id")
+        raise InvalidInputError("ids contains duplicates; each document needs its own id")
     return items
 
 
@@ -83,10 +103,12 @@ def check_filter(where: Mapping[str, Any] | None) -> dict[str, Any]:
     if where is None:
         return {}
     if not isinstance(where, Mapping):
-        raise TypeError(f"filter must be a dict of metadata key -> value, got {type(where).__name__}")
+        raise InvalidTypeError(f"filter must be a dict of metadata key -> value, got {type(where).__name__}")
     for key, value in where.items():
         if not isinstance(value, _ALLOWED_META):
-            raise TypeError(f"filter[{key!r}] must be str, int, float or bool (equality), got {type(value).__name__}")
+            raise InvalidTypeError(
+                f"filter[{key!r}] must be str, int, float or bool (equality), got {type(value).__name__}"
+            )
     return dict(where)
 
 
@@ -99,7 +121,8 @@ def make_hit(doc: StoredDocument, score: float, landmark: int, neighbours: int) 
     landmark = min(landmark, len(spans) - 1)
     lo, hi = max(0, landmark - neighbours), min(len(spans) - 1, landmark + neighbours)
     span = (spans[lo][0], spans[hi][1])
-    return Hit(doc.id, float(score), doc.text, doc.metadata, landmark, tuple(spans[landmark]), doc.text[span[0]:span[1]])
+    start, end = spans[landmark]
+    return Hit(doc.id, float(score), doc.text, doc.metadata, landmark, (start, end), doc.text[span[0] : span[1]])
 
 
 class MultiVectorIndex(ABC):
@@ -108,7 +131,27 @@ class MultiVectorIndex(ABC):
     def __init__(self, encoder: LMKEncoder | None) -> None:
         self.encoder = encoder if encoder is not None else LMKEncoder()
         if not isinstance(self.encoder, LMKEncoder):
-            raise TypeError(f"encoder must be an LMKEncoder, got {type(self.encoder).__name__}")
+            raise InvalidTypeError(f"encoder must be an LMKEncoder, got {type(self.encoder).__name__}")
+        # One index object may be shared by threads: backend calls go one at a time (encoding does not).
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _backend(self) -> Iterator[None]:
+        """One backend call at a time; a store that stops answering becomes one clear error."""
+        with self._lock:
+            try:
+                yield
+            except LMKError:
+                raise
+            except Exception as exc:
+                translated = self._translate_error(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+
+    def _translate_error(self, exc: Exception) -> Exception:
+        """The error to raise for a backend failure (backends map connection errors here)."""
+        return exc
 
     def _check_fingerprint(self, stored: Fingerprint | None) -> None:
         mine = self.encoder.fingerprint
@@ -117,14 +160,18 @@ class MultiVectorIndex(ABC):
             return
         diffs = stored.differences(mine)
         if diffs:
-            raise ValueError(
+            raise IncompatibleIndexError(
                 "this index was built with another encoder (" + "; ".join(diffs) + "); open it with the "
                 "encoder it was built with, or rebuild it into a new collection"
             )
 
     # ---------------------------------------------------------------- public API
-    def add(self, texts: Sequence[str], ids: Sequence[str] | None = None,
-            metadatas: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    def add(
+        self,
+        texts: Sequence[str],
+        ids: Sequence[str] | None = None,
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[str]:
         """Encode and store; an id that exists is replaced with all its landmarks."""
         items = check_texts(texts)
         doc_ids = check_ids(ids, len(items))
@@ -132,71 +179,113 @@ class MultiVectorIndex(ABC):
         if not items:
             return []
         multis = self.encoder.encode_multi(items)
-        self._upsert(doc_ids, items, metas, multis)
+        with self._backend():
+            self._upsert(doc_ids, items, metas, multis)
         return doc_ids
 
-    def add_encoded(self, multis: Sequence[MultiVector], texts: Sequence[str], ids: Sequence[str] | None = None,
-                    metadatas: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
+    def add_encoded(
+        self,
+        multis: Sequence[MultiVector],
+        texts: Sequence[str],
+        ids: Sequence[str] | None = None,
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[str]:
         """Store documents already encoded by this index's encoder (e.g. encoded elsewhere in bulk)."""
         items = check_texts(texts)
         if len(multis) != len(items) or not all(isinstance(m, MultiVector) for m in multis):
-            raise ValueError("multis must hold one MultiVector per text")
+            raise InvalidInputError("multis must hold one MultiVector per text")
         if any(m.vectors.shape[1] != self.encoder.dimension for m in multis):
-            raise ValueError(f"vectors must have the encoder's dimension {self.encoder.dimension}")
+            raise InvalidInputError(f"vectors must have the encoder's dimension {self.encoder.dimension}")
         doc_ids = check_ids(ids, len(items))
+        metas = check_metadata(metadatas, len(items))
         if items:
-            self._upsert(doc_ids, items, check_metadata(metadatas, len(items)), list(multis))
+            with self._backend():
+                self._upsert(doc_ids, items, metas, list(multis))
         return doc_ids
 
-    def search(self, query: str, k: int = 4, *, filter: Mapping[str, Any] | None = None,
-               mode: str = "maxsim", neighbours: int = 0) -> list[Hit]:
+    def _check_search(self, k: int, mode: str, neighbours: int) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidInputError(f"k must be a positive int, got {k!r}")
+        if mode not in self.modes:
+            raise InvalidInputError(f"mode must be one of {self.modes} for {type(self).__name__}, got {mode!r}")
+        if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
+            raise InvalidInputError(f"neighbours must be an int >= 0, got {neighbours!r}")
+
+    def search(
+        self,
+        query: str,
+        k: int = 4,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        mode: str = "maxsim",
+        neighbours: int = 0,
+    ) -> list[Hit]:
         """The k best documents for ``query``, each with its best landmark's span and passage."""
         if not isinstance(query, str):
-            raise TypeError(f"query must be str, got {type(query).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}")
-        if mode not in self.modes:
-            raise ValueError(f"mode must be one of {self.modes}, got {mode!r}")
-        if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
-            raise ValueError(f"neighbours must be an int >= 0, got {neighbours!r}")
+            raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
+        self._check_search(k, mode, neighbours)
+        where = check_filter(filter)
         q = self.encoder.encode_query(query)
-        return self.search_by_vector(q, k, filter=filter, mode=mode, neighbours=neighbours)
+        with self._backend():
+            return self._search(q, k, where, mode, neighbours)
 
-    def search_by_vector(self, q: np.ndarray, k: int = 4, *, filter: Mapping[str, Any] | None = None,
-                         mode: str = "maxsim", neighbours: int = 0) -> list[Hit]:
-        return self._search(np.asarray(q, dtype=np.float32), k, check_filter(filter), mode, neighbours)
+    def search_by_vector(
+        self,
+        q: np.ndarray,
+        k: int = 4,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        mode: str = "maxsim",
+        neighbours: int = 0,
+    ) -> list[Hit]:
+        """Like :meth:`search` for a query vector already encoded by this index's encoder."""
+        self._check_search(k, mode, neighbours)
+        vector = np.asarray(q, dtype=np.float32)
+        if vector.shape != (self.encoder.dimension,) or not np.isfinite(vector).all():
+            raise InvalidInputError(
+                f"q must be a finite vector of shape ({self.encoder.dimension},), got shape {vector.shape}"
+            )
+        where = check_filter(filter)
+        with self._backend():
+            return self._search(vector, k, where, mode, neighbours)
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
         """Stored documents for the ids that exist, in the order asked."""
-        items = list(ids)
-        return self._get(check_ids(items, len(items)) if items else [])
+        items = id_list(ids)
+        if not items:
+            return []
+        with self._backend():
+            return self._get(items)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove documents and all their landmarks; missing ids are not an error."""
-        items = list(ids)
-        if not all(isinstance(i, str) for i in items):
-            raise TypeError("ids must be strings")
+        items = id_list(ids)
         if items:
-            self._delete(items)
+            with self._backend():
+                self._delete(items)
 
     def ids(self) -> list[str]:
         """Every document id in the index."""
-        return self._ids()
+        with self._backend():
+            return self._ids()
 
     def __len__(self) -> int:
-        return self._count()
+        with self._backend():
+            return self._count()
 
-    def __enter__(self) -> "MultiVectorIndex":
+    def __enter__(self) -> MultiVectorIndex:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:  # pragma: no cover - backends override when they hold resources
-        pass
+    def close(self) -> None:  # noqa: B027 - a no-op by default: only some backends hold resources
+        """Release the backend's client or folder lock (a no-op where nothing is held)."""
 
     # ---------------------------------------------------------------- backend hooks
     modes: tuple[str, ...] = SEARCH_MODES
+    #: The embedded store's folder (None for a server or memory): ingest never reads inside it.
+    folder: Path | None = None
 
     @abstractmethod
     def _write_fingerprint(self, fp: Fingerprint) -> None: ...

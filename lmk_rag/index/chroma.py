@@ -2,27 +2,82 @@
 
 Collections: ``<name>`` holds one row per landmark (its vector; metadata: document id, landmark
 index, generation, and the document's metadata for filtering), ``<name>__docs`` one row per
-document (pooled vector, text, spans, metadata). Writes are made all-or-none visible with a
-generation tag: new landmark rows are written first, then the document row naming their
-generation (a single-row write), then the old generation's rows are removed. Searches only
-count landmark rows whose generation matches their document row.
+document (pooled vector, text, spans, metadata). A write is all-or-none visible through a
+generation tag, and safe against concurrent writers of the same ids (threads, processes, or
+clients of one server), without locks:
+
+1. the new landmark rows are added under a fresh generation (invisible: no document row names it);
+2. the document row is switched to that generation (a single-row upsert, the commit point);
+3. clean-up removes only generations known to be dead: our own if another writer's document row
+   won (we read the row back), and the one the row named before our write, once it is no longer
+   live (a generation, once replaced, never becomes live again). Rows of a write that is still in
+   flight are never removed, so no writer can delete another's live landmarks.
+
+Landmarks left by a writer that died between steps 1 and 2, or by two writers that replaced one
+generation at once, are invisible to searches. An embedded store (``path=``) takes a file lock for
+the length of each write, so no other write is in flight there and every generation its document
+rows do not name is removed at once; on a server they are removed once older than
+:data:`STALE_SECONDS`. Searches only count landmark rows whose generation matches their document row.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..encoder import LMKEncoder
+from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
 from .base import Hit, MultiVectorIndex, StoredDocument, best_landmark, make_hit
 
 _ROWS_PER_WRITE = 2000
+# Generations older than this that no document row names are leftovers of dead writes (no write of
+# one batch takes this long), so any later write of the same document may remove them.
+STALE_SECONDS = 3600
 _SPACE = {"hnsw:space": "cosine"}
+DEFAULT_PATH = "./lmk_chroma"
+WRITE_LOCK = ".lmk_write.lock"
+
+
+@contextmanager
+def folder_write_lock(folder: Path | None) -> Iterator[bool]:
+    """Hold an exclusive lock on ``folder`` (processes and threads alike); yields whether one is held."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: stale rows wait for STALE_SECONDS instead
+        fcntl = None  # type: ignore[assignment]
+    if folder is None or fcntl is None:
+        yield False
+        return
+    with open(folder / WRITE_LOCK, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def unavailable(exc: Exception, where: str, opening: bool = False) -> Exception:
+    """An :class:`IndexUnavailableError` for a server that does not answer (or, when ``opening``,
+    a store that cannot be opened); anything else passes through unchanged."""
+    if isinstance(exc, LMKError):
+        return exc
+    import httpx
+
+    if isinstance(exc, (httpx.TransportError, ConnectionError)) or "Could not connect" in str(exc):
+        return IndexUnavailableError(
+            f"cannot reach the Chroma server at {where} ({exc}); start it, or check host and port"
+        )
+    if opening and (isinstance(exc, (OSError, ValueError)) or type(exc).__module__.startswith("chromadb")):
+        return IndexUnavailableError(f"cannot open the Chroma index at {where}: {type(exc).__name__}: {exc}")
+    return exc
 
 
 def _clean(meta: dict[str, Any]) -> dict[str, Any]:
@@ -36,65 +91,133 @@ def _where(*clauses: dict[str, Any]) -> dict[str, Any] | None:
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
+def fingerprint_in(meta: Any) -> Fingerprint | None:
+    """The fingerprint row of a ``<name>__lmk_meta`` collection, or None where there is none yet."""
+    found = meta.get(ids=["fingerprint"], include=["metadatas"])
+    if not found["ids"] or not found["metadatas"]:
+        return None
+    return Fingerprint.from_dict(json.loads(str(found["metadatas"][0]["json"])))
+
+
 class ChromaIndex(MultiVectorIndex):
     """LMK documents in Chroma: ``PersistentClient(path)`` by default, or a server by host/port.
     Search modes: ``maxsim`` (landmark rows grouped per document, max) and ``pooled``."""
 
     modes = ("maxsim", "pooled")
 
-    def __init__(self, path: str | Path | None = None, *, host: str | None = None, port: int = 8000,
-                 collection: str = "lmk", encoder: LMKEncoder | None = None, client: Any = None,
-                 overfetch: int = 8) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        host: str | None = None,
+        port: int = 8000,
+        ssl: bool = False,
+        collection: str = "lmk",
+        encoder: LMKEncoder | None = None,
+        client: Any = None,
+        overfetch: int = 8,
+    ) -> None:
         try:
             import chromadb
         except ImportError as exc:  # pragma: no cover
-            raise ImportError("ChromaIndex needs chromadb: pip install 'lmk-rag[chroma]'") from exc
+            raise MissingDependencyError("ChromaIndex needs chromadb: pip install 'lmk-rag[chroma]'") from exc
         if path is not None and host is not None:
-            raise ValueError("give path= (embedded) or host=/port= (server), not both")
+            raise InvalidInputError("give path= (embedded) or host=/port= (server), not both")
         super().__init__(encoder)
-        if client is not None:
-            self.client = client
-        elif host is not None:
-            self.client = chromadb.HttpClient(host=host, port=port)
-        else:
-            self.client = chromadb.PersistentClient(path=str(path or "./lmk_chroma"))
-        self.overfetch = overfetch
-        self.name = collection
-        self.landmarks = self.client.get_or_create_collection(collection, metadata=_SPACE, embedding_function=None)
-        self.docs = self.client.get_or_create_collection(f"{collection}__docs", metadata=_SPACE,
-                                                         embedding_function=None)
-        self.meta = self.client.get_or_create_collection(f"{collection}__lmk_meta", embedding_function=None)
-        found = self.meta.get(ids=["fingerprint"], include=["metadatas"])
-        stored = Fingerprint.from_dict(json.loads(found["metadatas"][0]["json"])) if found["ids"] else None
+        self.where = f"{'https' if ssl else 'http'}://{host}:{port}" if host is not None else str(path or DEFAULT_PATH)
+        self.folder = Path(path or DEFAULT_PATH) if host is None and client is None else None
+        try:
+            if client is not None:
+                self.client = client
+            elif host is not None:
+                self.client = chromadb.HttpClient(host=host, port=port, ssl=ssl)
+            else:
+                folder = Path(path or DEFAULT_PATH)
+                if folder.exists() and not folder.is_dir():
+                    raise IndexUnavailableError(
+                        f"the index path {str(folder)!r} is a file; give a folder for chroma:PATH"
+                    )
+                self.client = chromadb.PersistentClient(path=str(folder))
+            self.overfetch = overfetch
+            self.name = collection
+            self.landmarks = self.client.get_or_create_collection(collection, metadata=_SPACE, embedding_function=None)
+            self.docs = self.client.get_or_create_collection(
+                f"{collection}__docs", metadata=_SPACE, embedding_function=None
+            )
+            self.meta = self.client.get_or_create_collection(f"{collection}__lmk_meta", embedding_function=None)
+            stored = fingerprint_in(self.meta)
+        except Exception as exc:
+            raise unavailable(exc, self.where, opening=True) from exc
         self._check_fingerprint(stored)
+
+    def _translate_error(self, exc: Exception) -> Exception:
+        return unavailable(exc, self.where)
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:
         self.meta.upsert(ids=["fingerprint"], embeddings=[[1.0]], metadatas=[{"json": fp.to_json()}])
 
     # ---------------------------------------------------------------- writes
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
+        now = time.time()
         gens = [uuid.uuid4().hex for _ in ids]
         rows, row_meta, vectors = [], [], []
         for doc_id, gen, meta, mv in zip(ids, gens, metas, multis):
             rows += [f"{doc_id}\x1f{gen}\x1f{i}" for i in range(len(mv))]
-            row_meta += [{**_clean(meta), "_lmk_doc": doc_id, "_lmk_gen": gen, "_lmk_i": i} for i in range(len(mv))]
+            row_meta += [
+                {**_clean(meta), "_lmk_doc": doc_id, "_lmk_gen": gen, "_lmk_i": i, "_lmk_t": now}
+                for i in range(len(mv))
+            ]
             vectors.append(mv.vectors)
         matrix = np.concatenate(vectors)
-        # 1. new landmark rows (invisible: no document row names their generation yet)
-        for s in range(0, len(rows), _ROWS_PER_WRITE):
-            self.landmarks.add(ids=rows[s : s + _ROWS_PER_WRITE], embeddings=matrix[s : s + _ROWS_PER_WRITE],
-                               metadatas=row_meta[s : s + _ROWS_PER_WRITE])
-        # 2. document rows: each single-row write switches its document to the new generation
-        self.docs.upsert(ids=ids, embeddings=np.stack([mv.pooled for mv in multis]), documents=texts, metadatas=[
-            {**_clean(meta), "_lmk_gen": gen, "_lmk_spans": json.dumps(mv.spans), "_lmk_meta": json.dumps(meta)}
-            for gen, meta, mv in zip(gens, metas, multis)
-        ])
-        # 3. the replaced generations' rows
-        self.landmarks.delete(where={"$and": [{"_lmk_doc": {"$in": ids}}, {"_lmk_gen": {"$nin": gens}}]})
+        with folder_write_lock(self.folder) as exclusive:
+            # 1. new landmark rows (invisible: no document row names their generation yet)
+            for s in range(0, len(rows), _ROWS_PER_WRITE):
+                self.landmarks.add(
+                    ids=rows[s : s + _ROWS_PER_WRITE],
+                    embeddings=matrix[s : s + _ROWS_PER_WRITE],
+                    metadatas=row_meta[s : s + _ROWS_PER_WRITE],
+                )
+            before = self._live_generations(ids)
+            # 2. document rows: each single-row write switches its document to the new generation
+            self.docs.upsert(
+                ids=ids,
+                embeddings=np.stack([mv.pooled for mv in multis]),
+                documents=texts,
+                metadatas=[
+                    {**_clean(meta), "_lmk_gen": gen, "_lmk_spans": json.dumps(mv.spans), "_lmk_meta": json.dumps(meta)}
+                    for gen, meta, mv in zip(gens, metas, multis)
+                ],
+            )
+            # 3. only generations known to be dead (see the module docstring)
+            after = self._live_generations(ids)
+            dead = [gen for doc_id, gen in zip(ids, gens) if after.get(doc_id) != gen]  # another writer won
+            dead += [old for doc_id, old in before.items() if old != after.get(doc_id)]  # the replaced ones
+            if dead:
+                self.landmarks.delete(where={"_lmk_gen": {"$in": dead}})
+            self._remove_unnamed(ids, after, None if exclusive else now - STALE_SECONDS)
+
+    def _live_generations(self, ids: list[str]) -> dict[str, str]:
+        got = self.docs.get(ids=ids, include=["metadatas"])
+        return {doc_id: meta["_lmk_gen"] for doc_id, meta in zip(got["ids"], got["metadatas"])}
+
+    def _remove_unnamed(self, ids: list[str], live: dict[str, str], older_than: float | None) -> None:
+        """Remove these documents' landmark rows that no document row names (written before
+        ``older_than``, or all of them while this process holds the folder's write lock)."""
+        clauses: list[dict[str, Any]] = [{"_lmk_doc": {"$in": ids}}]
+        if live:
+            clauses.append({"_lmk_gen": {"$nin": list(live.values())}})
+        if older_than is not None:
+            clauses.append({"_lmk_t": {"$lt": older_than}})
+        self.landmarks.delete(where=clauses[0] if len(clauses) == 1 else {"$and": clauses})
 
     def _delete(self, ids: list[str]) -> None:
-        self.docs.delete(ids=ids)
-        self.landmarks.delete(where={"_lmk_doc": {"$in": ids}})
+        with folder_write_lock(self.folder) as exclusive:
+            # The generations that were live; a write of the same id still in flight keeps its rows.
+            live = self._live_generations(ids)
+            self.docs.delete(ids=ids)
+            if live:
+                self.landmarks.delete(where={"_lmk_gen": {"$in": list(live.values())}})
+            self._remove_unnamed(ids, {}, None if exclusive else time.time() - STALE_SECONDS)
 
     # ---------------------------------------------------------------- reads
     def _documents(self, ids: list[str]) -> dict[str, tuple[StoredDocument, str]]:
@@ -124,31 +247,36 @@ class ChromaIndex(MultiVectorIndex):
         total = self.landmarks.count()
         n = min(total, k * self.overfetch)
         while n > 0:
-            res = self.landmarks.query(query_embeddings=[q], n_results=n, where=user,
-                                       include=["metadatas", "distances"])
-            best: dict[str, tuple[float, int, str]] = {}
-            for meta, dist in zip(res["metadatas"][0], res["distances"][0]):
+            res = self.landmarks.query(
+                query_embeddings=[q], n_results=n, where=user, include=["metadatas", "distances"]
+            )
+            rows = list(zip(res["metadatas"][0], res["distances"][0]))
+            docs = self._documents(list({meta["_lmk_doc"] for meta, _ in rows}))
+            # Best row per document among its live generation's rows only (rows of a replaced or
+            # unfinished write may score as high and must not hide the live ones).
+            best: dict[str, tuple[float, int]] = {}
+            for meta, dist in rows:
                 doc, score = meta["_lmk_doc"], 1.0 - dist
-                if doc not in best or score > best[doc][0]:
-                    best[doc] = (score, meta["_lmk_i"], meta["_lmk_gen"])
-            docs = self._documents(list(best))
-            live = [(s, i, d) for d, (s, i, g) in best.items() if d in docs and docs[d][1] == g]
-            if len(live) >= k or n >= total or len(res["ids"][0]) < n:
-                live.sort(key=lambda t: -t[0])
-                return [make_hit(docs[d][0], s, i, neighbours) for s, i, d in live[:k]]
+                if doc in docs and docs[doc][1] == meta["_lmk_gen"] and (doc not in best or score > best[doc][0]):
+                    best[doc] = (score, meta["_lmk_i"])
+            if len(best) >= k or n >= total or len(rows) < n:
+                ranked = sorted(best.items(), key=lambda item: -item[1][0])[:k]
+                return [make_hit(docs[d][0], score, i, neighbours) for d, (score, i) in ranked]
             n = min(total, n * 4)
         return []
 
     def _search_pooled(self, q: np.ndarray, k: int, where: dict | None, neighbours: int) -> list[Hit]:
-        res = self.docs.query(query_embeddings=[q], n_results=min(k, max(self.docs.count(), 1)), where=where,
-                              include=["distances"])
+        res = self.docs.query(
+            query_embeddings=[q], n_results=min(k, max(self.docs.count(), 1)), where=where, include=["distances"]
+        )
         ids = res["ids"][0]
         docs = self._documents(ids)
         hits = []
         for doc_id, dist in zip(ids, res["distances"][0]):
             doc, gen = docs[doc_id]
-            rows = self.landmarks.get(where={"$and": [{"_lmk_doc": doc_id}, {"_lmk_gen": gen}]},
-                                      include=["embeddings", "metadatas"])
+            rows = self.landmarks.get(
+                where={"$and": [{"_lmk_doc": doc_id}, {"_lmk_gen": gen}]}, include=["embeddings", "metadatas"]
+            )
             order = np.argsort([m["_lmk_i"] for m in rows["metadatas"]])
             vectors = np.asarray(rows["embeddings"], dtype=np.float32)[order] if len(order) else np.zeros((0, len(q)))
             hits.append(make_hit(doc, 1.0 - dist, best_landmark(q, vectors), neighbours))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
+import os
 import time
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from ..batching import make_batch
 from ..encoder import LMKEncoder
+from ..errors import InvalidInputError
 from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
 from ..windows import build_sequences
@@ -71,26 +72,32 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not self.pairs and not self.texts and not self.sections:
-            raise ValueError("give training data: pairs='file.jsonl', texts=[folders or 'default'] and/or "
-                             "sections=[reST docs folders or 'default']")
+            raise InvalidInputError(
+                "give training data: pairs='file.jsonl', texts=[folders or 'default'] and/or "
+                "sections=[reST docs folders or 'default']"
+            )
         if self.lr_decay not in ("constant", "linear"):
-            raise ValueError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
+            raise InvalidInputError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
         if self.distill_only_steps > 0 and self.distill_weight <= 0:
-            raise ValueError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
+            raise InvalidInputError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
         if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+            raise InvalidInputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.distill_batch_size is not None and self.distill_batch_size < 1:
-            raise ValueError(f"distill_batch_size must be >= 1 (or None for batch_size), got {self.distill_batch_size}")
+            raise InvalidInputError(
+                f"distill_batch_size must be >= 1 (or None for batch_size), got {self.distill_batch_size}"
+            )
         for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise InvalidInputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size < 2:
-            raise ValueError("batch_size must be >= 2: in-batch negatives need company")
+            raise InvalidInputError("batch_size must be >= 2: in-batch negatives need company")
         if not 8 <= self.window_min_tokens <= self.window_max_tokens:
-            raise ValueError("need 8 <= window_min_tokens <= window_max_tokens, got "
-                             f"{self.window_min_tokens} and {self.window_max_tokens}")
+            raise InvalidInputError(
+                "need 8 <= window_min_tokens <= window_max_tokens, got "
+                f"{self.window_min_tokens} and {self.window_max_tokens}"
+            )
         if not self.granularities or any(k < 1 for k in self.granularities):
-            raise ValueError("granularities must be positive ints, e.g. [32, 64, 128]")
+            raise InvalidInputError("granularities must be positive ints, e.g. [32, 64, 128]")
 
 
 def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
@@ -104,31 +111,43 @@ def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
     for spec in config.sections:
         # The train half of the pages: heading -> section pairs, and their text for inverse cloze.
         pages = read_rst_pages(None if spec == "default" else spec, split="train")
-        pairs += section_pairs(pages, config.seed, min_chars=4 * config.window_min_tokens,
-                               max_chars=4 * config.window_max_tokens)  # ~4 characters a token
+        pairs += section_pairs(
+            pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
+        )  # ~4 characters a token
         sources += pages_as_texts(pages)
     if sources:
-        windows = text_windows([s.text for s in sources], tokenize, config.window_min_tokens,
-                               config.window_max_tokens, config.seed)
+        windows = text_windows(
+            [s.text for s in sources], tokenize, config.window_min_tokens, config.window_max_tokens, config.seed
+        )
         pairs += inverse_cloze_pairs(windows, config.ict_keep_prob, config.seed)
     if len(pairs) < config.batch_size:
-        raise ValueError(f"only {len(pairs)} training pairs; need at least batch_size={config.batch_size}")
+        raise InvalidInputError(f"only {len(pairs)} training pairs; need at least batch_size={config.batch_size}")
     return pairs
 
 
 class LandmarkStudent(torch.nn.Module):
     """The trainable encoder: LoRA (or all weights) plus a landmark embedding offset."""
 
-    def __init__(self, model: torch.nn.Module, landmark_id: int, config: TrainConfig) -> None:
+    model: Any  # a Hugging Face model (PeftModel for LoRA)
+
+    def __init__(self, model: Any, landmark_id: int, config: TrainConfig) -> None:
         super().__init__()
         if config.full_finetune:
             self.model = model
         else:
             from peft import LoraConfig, get_peft_model
 
-            lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                              target_modules="all-linear", bias="none")
-            self.model = get_peft_model(model, lora)
+            lora = LoraConfig(
+                r=config.lora_r,
+                lora_alpha=config.lora_alpha,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+                bias="none",
+            )
+            from ..models import quiet_loading
+
+            with quiet_loading():
+                self.model = get_peft_model(model, lora)
         dim = model.get_input_embeddings().weight.shape[1]
         self.delta = torch.nn.Parameter(torch.zeros(dim))
         self.landmark_id = landmark_id
@@ -157,8 +176,9 @@ def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]
     states = torch.zeros(n_chunks, hidden.shape[-1], device=hidden.device).index_put(
         (idx.lmk_chunks.to(hidden.device),), picked.float()
     )
-    text_of_chunk = torch.as_tensor(np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets)),
-                                    device=hidden.device)
+    text_of_chunk = torch.as_tensor(
+        np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets)), device=hidden.device
+    )
     counts = torch.bincount(text_of_chunk, minlength=layout.n_texts).float()
     pooled = torch.zeros(layout.n_texts, states.shape[-1], device=hidden.device).index_add(0, text_of_chunk, states)
     return pooled / counts[:, None], states, text_of_chunk, layout
@@ -180,8 +200,14 @@ class Trainer:
         self.enc = LMKEncoder(base_path, granularity=list(config.granularities), device=config.device, seed=config.seed)
         self.teacher = LMKEncoder(base_path, pooling="mean", granularity=None, device=config.device)
         self.query_enc = LMKEncoder(base_path, granularity=max(config.granularities), device=config.device)
-        model = load_model(base_path, device=self.enc.device, dtype=torch.float32, trust_remote_code=False,
-                           allow_pickle=False, revision=None)
+        model = load_model(
+            base_path,
+            device=self.enc.device,
+            dtype=torch.float32,
+            trust_remote_code=False,
+            allow_pickle=False,
+            revision=None,
+        )
         model.eval()  # dropout off: ~5x faster on CPU, and LoRA needs no dropout here
         self.student = LandmarkStudent(model, self.enc.special.landmark_id, config)
         self.optimizer = torch.optim.AdamW(self.student.trainable(), lr=config.lr, weight_decay=0.0)
@@ -194,8 +220,9 @@ class Trainer:
     def _autocast(self) -> AbstractContextManager:
         """bf16 autocast when asked: 1.3-1.6x faster steps on a CPU with AVX512-BF16
         (benchmarks/bench_train.py), and on GPUs."""
-        return torch.autocast(device_type=torch.device(self.enc.device).type, dtype=torch.bfloat16,
-                              enabled=self.config.bf16)
+        return torch.autocast(
+            device_type=torch.device(self.enc.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
+        )
 
     def losses(self, pairs: list[Pair], step: int) -> dict[str, torch.Tensor]:
         c = self.config
@@ -238,21 +265,37 @@ class Trainer:
         return self.out / "checkpoint"
 
     def save_checkpoint(self) -> None:
-        tmp = self.out / "checkpoint.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        """Write ``checkpoint/state.pt`` so that a crash at any moment leaves a whole checkpoint:
+        the new state goes to a temporary file in the same folder, then replaces the old one with
+        ``os.replace`` (atomic on POSIX and Windows)."""
+        folder = self._checkpoint_dir()
+        folder.mkdir(parents=True, exist_ok=True)
         state = {n: p.detach().cpu() for n, p in self.student.named_parameters() if p.requires_grad}
-        torch.save({"step": self.step, "params": state, "optimizer": self.optimizer.state_dict(),
-                    "history": self.history}, tmp / "state.pt")
-        final = self._checkpoint_dir()
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)  # atomic: a crash leaves the old checkpoint or the new one
+        tmp = folder / "state.pt.tmp"
+        torch.save(
+            {"step": self.step, "params": state, "optimizer": self.optimizer.state_dict(), "history": self.history}, tmp
+        )
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, folder / "state.pt")
 
     def maybe_resume(self) -> bool:
-        state_file = self._checkpoint_dir() / "state.pt"
+        """Continue from ``checkpoint/state.pt`` if there is one. It is read with
+        ``weights_only=True``: tensors, numbers and state dicts only, so a crafted file cannot run code."""
+        folder = self._checkpoint_dir()
+        state_file = folder / "state.pt"
+        legacy = self.out / "checkpoint.tmp" / "state.pt"  # left by an older version's interrupted swap
+        if not state_file.is_file() and legacy.is_file():
+            state_file = legacy
         if not state_file.is_file():
             return False
-        state = torch.load(state_file, weights_only=False)
+        try:
+            state = torch.load(state_file, weights_only=True, map_location="cpu")
+        except Exception as exc:
+            raise InvalidInputError(
+                f"cannot resume from {state_file}: {exc}. It is not a checkpoint this version wrote (only tensors "
+                "and numbers are loaded); delete it to start again, or pass another --output"
+            ) from exc
         params = dict(self.student.named_parameters())
         with torch.no_grad():
             for name, value in state["params"].items():
@@ -298,7 +341,7 @@ class Trainer:
             for micro in range(c.grad_accum):
                 idx = sample_batch(len(self.pairs), size, c.seed, self.step * c.grad_accum + micro)
                 parts = self.losses([self.pairs[i] for i in idx], self.step)
-                loss = sum(parts.values()) / c.grad_accum
+                loss = torch.stack(list(parts.values())).sum() / c.grad_accum
                 loss.backward()
                 for k, v in parts.items():
                     totals[k] = totals.get(k, 0.0) + v.item() / c.grad_accum
@@ -318,8 +361,12 @@ class Trainer:
         from safetensors.torch import save_file
 
         c = self.config
-        record: dict[str, Any] = {"config": asdict(c), "pairs": len(self.pairs), "wall_seconds_this_run": seconds,
-                                  "final": self.history[-1] if self.history else {}}
+        record: dict[str, Any] = {
+            "config": asdict(c),
+            "pairs": len(self.pairs),
+            "wall_seconds_this_run": seconds,
+            "final": self.history[-1] if self.history else {},
+        }
         if c.full_finetune:
             self.student.model.save_pretrained(self.out)
             self.enc.tokenizer.save_pretrained(self.out)
@@ -328,8 +375,13 @@ class Trainer:
             self.student.model.save_pretrained(str(self.out / ADAPTER_DIR))
             base = c.base_model
         save_file({"delta": self.student.delta.detach().cpu().contiguous()}, str(self.out / DELTA_NAME))
-        LMKFolderConfig(base_model=base, pooling="lmk", granularity=min(c.granularities),
-                        landmark_token_id=self.enc.special.landmark_id, training=record).save(self.out)
+        LMKFolderConfig(
+            base_model=base,
+            pooling="lmk",
+            granularity=min(c.granularities),
+            landmark_token_id=self.enc.special.landmark_id,
+            training=record,
+        ).save(self.out)
         (self.out / "history.json").write_text(json.dumps(self.history), encoding="utf-8")
         return self.out
 

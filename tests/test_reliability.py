@@ -1,0 +1,345 @@
+"""The bad-input and fault battery (fast cases): each test reproduces a failure a hostile user found."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmk_rag import LMKEncoder
+from lmk_rag.errors import (
+    IndexUnavailableError,
+    InvalidInputError,
+    InvalidTypeError,
+    LMKError,
+    ModelLoadError,
+)
+from lmk_rag.ingest import decode_text, discover, ingest
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+BASE = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd
+    )
+
+
+def one_error_line(out: subprocess.CompletedProcess, message: str) -> None:
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert message in out.stderr, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    assert len([line for line in out.stderr.splitlines() if line.startswith("lmk-rag")]) == 1
+
+
+@pytest.fixture(scope="module")
+def base():
+    return LMKEncoder(BASE, device="cpu")
+
+
+# ---------------------------------------------------------------- ids: a bare str is never split
+@pytest.mark.parametrize("backend", ["qdrant", "chroma"])
+def test_bare_string_ids_are_refused_not_split(backend, tmp_path, base):
+    from lmk_rag.index import ChromaIndex, QdrantIndex
+
+    idx = (
+        QdrantIndex(location=":memory:", encoder=base)
+        if backend == "qdrant"
+        else ChromaIndex(tmp_path / "c", encoder=base)
+    )
+    idx.add(["alpha text", "beta text", "gamma text"], ids=["m", "3", "m3"])
+    for call in (lambda: idx.delete("m3"), lambda: idx.get("m3"), lambda: idx.add(["x", "y"], ids="ab")):
+        with pytest.raises(TypeError, match="bare str"):
+            call()
+    assert sorted(idx.ids()) == ["3", "m", "m3"]
+    with pytest.raises(TypeError, match=r"ids\[1\]"):
+        idx.delete(["m", 3])
+    idx.delete(["m3"])
+    assert sorted(idx.ids()) == ["3", "m"]
+
+
+def test_langchain_store_delete_refuses_a_bare_string(base):
+    from langchain_lmk import LMKVectorStore
+    from lmk_rag.index import QdrantIndex
+
+    store = LMKVectorStore(index=QdrantIndex(location=":memory:", encoder=base))
+    store.add_texts(["one", "two", "three"], ids=["m", "3", "m3"])
+    with pytest.raises(TypeError, match="bare str"):
+        store.delete("m3")
+    assert sorted(store.index.ids()) == ["3", "m", "m3"]
+
+
+# ---------------------------------------------------------------- metadata keys
+@pytest.mark.parametrize("backend", ["qdrant", "chroma"])
+def test_metadata_keys_with_punctuation_filter_alike(backend, tmp_path, base):
+    from lmk_rag.index import ChromaIndex, QdrantIndex
+
+    idx = (
+        QdrantIndex(location=":memory:", encoder=base)
+        if backend == "qdrant"
+        else ChromaIndex(tmp_path / "c", encoder=base)
+    )
+    keys = ["a.b", "a[0]", "with space", "x:y", "plain"]
+    idx.add(["first doc", "second doc"], ids=["1", "2"], metadatas=[{k: "yes" for k in keys}, {k: "no" for k in keys}])
+    for key in keys:
+        assert [h.id for h in idx.search("doc", k=2, filter={key: "yes"})] == ["1"], key
+    with pytest.raises(ValueError, match="without '\"'"):
+        idx.add(["t"], ids=["3"], metadatas=[{'say "hi"': 1}])
+    with pytest.raises(ValueError, match="non-empty"):
+        idx.add(["t"], ids=["3"], metadatas=[{"": 1}])
+
+
+# ---------------------------------------------------------------- search_by_vector and modes
+def test_search_by_vector_checks_like_search(base, tmp_path):
+    from lmk_rag.index import ChromaIndex
+
+    idx = ChromaIndex(tmp_path / "c", encoder=base)
+    idx.add(["some text"], ids=["a"])
+    q = base.encode_query("text")
+    with pytest.raises(ValueError, match="k must"):
+        idx.search_by_vector(q, k=0)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        idx.search_by_vector(q, mode="prefetch")  # Qdrant's mode: Chroma used to run MaxSim silently
+    with pytest.raises(ValueError, match="neighbours"):
+        idx.search_by_vector(q, neighbours=-1)
+    with pytest.raises(ValueError, match="shape"):
+        idx.search_by_vector(q[:10])
+    with pytest.raises(ValueError, match="finite"):
+        idx.search_by_vector(np.full_like(q, np.nan))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        idx.search("text", mode="maxsimm")
+
+
+# ---------------------------------------------------------------- texts
+def test_odd_texts_give_clear_errors_or_work(base):
+    with pytest.raises(TypeError, match="dict"):
+        base.encode({"a": 1})
+    with pytest.raises(TypeError, match="set"):
+        base.encode({"a", "b"})
+    with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode: a lone surrogate"):
+        base.encode(["fine", "bad \udc80 text"])
+    with pytest.raises(ValueError, match="lone surrogate"):
+        base.encode_query("q \ud800")
+    odd = ["a\x00b", "[SEP] [CLS] [PAD] [MASK]", "", " ", "é" * 3000]
+    out = base.encode(odd)
+    assert out.shape == (5, base.dimension) and np.isfinite(out).all()
+    mv = base.encode_multi(["x" * 200_000])[0]  # 200k characters, windows, nothing cut
+    assert mv.spans[0][0] == 0 and mv.spans[-1][1] == 200_000 and np.isfinite(mv.vectors).all()
+
+
+def test_model_paths_say_what_is_wrong(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"no model folder at '\./no/such/model'"):
+        LMKEncoder("./no/such/model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match=r"holds no config\.json"):
+        LMKEncoder(tmp_path / "empty")
+    (tmp_path / "weights.bin").write_bytes(b"x")
+    with pytest.raises(ModelLoadError, match="is a file"):
+        LMKEncoder(tmp_path / "weights.bin")
+    assert issubclass(ModelLoadError, LMKError) and issubclass(ModelLoadError, OSError)
+
+
+# ---------------------------------------------------------------- files
+def test_text_encodings_with_a_byte_order_mark_are_read():
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"):
+        raw = ("\ufeff" if encoding in ("utf-16-le", "utf-16-be") else "") + "Grüße, 世界"
+        assert decode_text(raw.encode(encoding)).lstrip("\ufeff") == "Grüße, 世界", encoding
+    with pytest.raises(ValueError, match="binary"):
+        decode_text(b"\x00\x01\x02")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        decode_text("café".encode("latin-1"))
+
+
+@pytest.fixture()
+def hostile_folder(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the secret outside the folder")
+    (outside / "more.md").write_text("more outside")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "plain.md").write_text("an ordinary document")
+    (docs / "new\nline.txt").write_text("a file with a newline in its name")
+    (docs / "passwd.txt").symlink_to(outside / "secret.txt")
+    (docs / "inside_link.md").symlink_to(docs / "plain.md")
+    (docs / "outdir").symlink_to(outside, target_is_directory=True)
+    (docs / "loop.txt").symlink_to(docs / "loop.txt")
+    (docs / "dangling.txt").symlink_to(tmp_path / "nothing.txt")
+    (docs / "sub").mkdir()
+    (docs / "sub" / "up").symlink_to(docs, target_is_directory=True)  # a folder loop
+    os.mkfifo(docs / "pipe.txt")
+    return docs
+
+
+def test_discovery_does_not_leave_the_folder(hostile_folder):
+    found = discover([hostile_folder])
+    assert [i for i, _ in found.files] == ["inside_link.md", "new\nline.txt", "plain.md"]
+    assert "outside the folder" in found.ignored["passwd.txt"]
+    assert "folder" in found.ignored["outdir"] and "folder" in found.ignored["sub/up"]
+    assert "symlink" in found.ignored["loop.txt"] and "symlink" in found.ignored["dangling.txt"]
+    assert "FIFO" in found.ignored["pipe.txt"]
+    followed = discover([hostile_folder], follow_symlinks=True)
+    ids = [i for i, _ in followed.files]
+    assert "passwd.txt" in ids and "outdir/secret.txt" in ids and "outdir/more.md" in ids
+    assert not any(i.startswith("sub/up/") for i in ids)  # the loop is entered once at most
+    assert "FIFO" in followed.ignored["pipe.txt"]
+
+
+def test_ingest_reads_no_file_outside_and_lists_what_it_passed_over(hostile_folder, tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    idx = QdrantIndex(location=":memory:", encoder=base)
+    summary = ingest(idx, [hostile_folder], show_progress=False)
+    assert sorted(idx.ids()) == ["inside_link.md", "new\nline.txt", "plain.md"]
+    assert all("secret" not in h.text for h in idx.search("the secret outside the folder", k=3))
+    assert not summary.failed and "passwd.txt" in summary.ignored
+    assert any(line.startswith("  ignored passwd.txt: symlink to") for line in summary.lines())
+
+
+def test_same_id_from_two_folders_is_refused(tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "x.md").write_text(f"document x in folder {name}")
+    with pytest.raises(InvalidInputError, match=r"would both be document 'x.md'"):
+        ingest(QdrantIndex(location=":memory:", encoder=base), [tmp_path / "a", tmp_path / "b"], show_progress=False)
+
+
+def test_prune_removes_only_vanished_files_under_the_paths_given(tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    idx = QdrantIndex(location=":memory:", encoder=base)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}1.md").write_text(f"first of {name}")
+        (tmp_path / name / f"{name}2.md").write_text(f"second of {name}")
+        ingest(idx, [tmp_path / name], show_progress=False)
+    idx.add(["added through the API"], ids=["api-doc"])
+    (tmp_path / "a" / "a2.md").unlink()
+    summary = ingest(idx, [tmp_path / "a"], prune=True, show_progress=False)
+    assert summary.pruned == 1
+    assert sorted(idx.ids()) == ["a1.md", "api-doc", "b1.md", "b2.md"]
+
+
+@pytest.mark.slow
+def test_ingest_of_the_current_folder_skips_its_own_index(tmp_path):
+    (tmp_path / "note.md").write_text("Kettles descale best with citric acid.")
+    out = cli("ingest", ".", "--no-progress", "--model", BASE, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    again = cli("ingest", ".", "--no-progress", cwd=tmp_path)
+    assert "added 0, updated 0, skipped 1" in again.stdout and "1 documents in" in again.stdout
+
+
+# ---------------------------------------------------------------- read-only commands, faults
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["qdrant", "chroma"])
+def test_read_only_commands_write_nothing(scheme, tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    for command in (["search", "q"], ["info"]):
+        one_error_line(cli(*command, "--index", f"{scheme}:{folder}"), "no lmk-rag index")
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["search", "q", "--index", "qdrant+http://127.0.0.1:1"], "cannot reach the Qdrant server"),
+        (["ingest", "README.md", "--index", "qdrant+http://127.0.0.1:1"], "cannot reach the Qdrant server"),
+        (["search", "q", "--index", "chroma+http://127.0.0.1:1"], "cannot reach the Chroma server"),
+    ],
+)
+def test_unreachable_servers_are_one_line(args, message):
+    one_error_line(cli(*args, cwd=Path(__file__).resolve().parents[1]), message)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["qdrant", "chroma"])
+def test_an_index_path_that_is_a_file_is_one_line(scheme, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "doc.md").write_text("a document")
+    one_error_line(cli("ingest", str(tmp_path / "doc.md"), "--index", f"{scheme}:{tmp_path / 'file'}"), "is a file")
+    one_error_line(cli("search", "q", "--index", f"{scheme}:{tmp_path / 'file'}"), "is a file")
+
+
+@pytest.mark.slow
+def test_the_qdrant_lock_error_names_the_default_folder(tmp_path, base, monkeypatch):
+    from lmk_rag.index import QdrantIndex
+
+    monkeypatch.chdir(tmp_path)
+    first = QdrantIndex(encoder=base)
+    try:
+        out = cli("search", "q", cwd=tmp_path)
+        one_error_line(out, "'lmk_index' is open in another process")
+        assert "'None'" not in out.stderr
+    finally:
+        first.close()
+
+
+@pytest.mark.slow
+def test_a_chroma_server_that_dies_is_one_clear_error(tmp_path, base):
+    import socket
+    import time
+
+    import chromadb
+
+    from lmk_rag.index import ChromaIndex
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    chroma = Path(sys.executable).parent / "chroma"
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(tmp_path / "srv"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:  # noqa: BLE001 - not up yet
+                assert time.monotonic() < deadline and proc.poll() is None, "chroma run did not start"
+                time.sleep(0.3)
+        idx = ChromaIndex(host="127.0.0.1", port=port, encoder=base)
+        idx.add(["before the crash"], ids=["a"])
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    with pytest.raises(IndexUnavailableError, match="cannot reach the Chroma server"):
+        idx.add(["after the crash"], ids=["b"])
+
+
+def test_chroma_https_uri_asks_for_tls(monkeypatch, base):
+    import chromadb
+
+    from lmk_rag.index.uri import open_index, parse_index_uri
+
+    uri = parse_index_uri("chroma+https://db.example:8443")
+    assert (uri.host, uri.port, uri.ssl) == ("db.example", 8443, True)
+    assert parse_index_uri("chroma+http://db.example").ssl is False
+    seen = {}
+
+    def fake_client(**kwargs):
+        seen.update(kwargs)
+        raise ValueError("Could not connect to a Chroma server. Are you sure it is running?")
+
+    monkeypatch.setattr(chromadb, "HttpClient", fake_client)
+    with pytest.raises(IndexUnavailableError, match=r"https://db\.example:8443"):
+        open_index(uri, base)
+    assert seen["ssl"] is True
+
+
+def test_errors_are_one_hierarchy():
+    for cls in (InvalidInputError, InvalidTypeError, ModelLoadError, IndexUnavailableError):
+        assert issubclass(cls, LMKError)
+    assert issubclass(InvalidInputError, ValueError) and issubclass(InvalidTypeError, TypeError)
