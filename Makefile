@@ -1,13 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - create .venv, install everything, ingest + search the sample corpus (embedded defaults)
-#   make test   - the same set-up, then the whole test suite
+#   make test   - the same set-up, the quality gates (ruff, mypy), then the whole test suite
+# Inner loop: make test-fast (no gates, no tests marked slow); make check (the gates alone).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test bench
+.PHONY: install demo check test test-fast bench
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +26,17 @@ demo: install
 	$(VENV)/bin/lmk-rag ingest examples/sample_corpus --index qdrant:./lmk_index
 	$(VENV)/bin/lmk-rag search "How long do solar inverters last?" --index qdrant:./lmk_index -k 3
 
-test: install
+# Quality gates: lint, formatting and types over the whole tree, configured in pyproject.toml.
+check: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: check
 	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
 
 bench: install
 	$(PY) benchmarks/bench_encode.py

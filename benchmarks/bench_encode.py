@@ -44,13 +44,17 @@ def main(n: int = 512) -> None:
         ("lmk-rag encode pooling=mean, native layout", timed(lambda: mean.encode(texts))),
         ("lmk-rag encode pooling=lmk, k=32", timed(lambda: lmk.encode(texts))),
     ]
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"{n} texts, {n_tokens} content tokens (mean {n_tokens / n:.0f}/text)")
     base = rows[0][1]
     for name, secs in rows:
-        print(f"{name:45s} {secs:7.2f} s  {n / secs:7.1f} texts/s  {n_tokens / secs:8.0f} tok/s  "
-              f"speed vs sentence-transformers x{base / secs:.2f}")
+        print(
+            f"{name:45s} {secs:7.2f} s  {n / secs:7.1f} texts/s  {n_tokens / secs:8.0f} tok/s  "
+            f"speed vs sentence-transformers x{base / secs:.2f}"
+        )
 
 
 if __name__ == "__main__":

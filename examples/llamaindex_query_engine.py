@@ -14,7 +14,6 @@ from pathlib import Path
 from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
-
 from llama_index.embeddings.lmk import LMKEmbedding
 
 CORPUS = Path(__file__).parent / "sample_corpus"

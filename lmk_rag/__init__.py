@@ -7,5 +7,5 @@ the character span it covers; long texts are encoded in overlapping windows, nev
 from .encoder import LMKEncoder
 from .types import Fingerprint, MultiVector
 
-__all__ = ["LMKEncoder", "MultiVector", "Fingerprint", "__version__"]
+__all__ = ["Fingerprint", "LMKEncoder", "MultiVector", "__version__"]
 __version__ = "0.1.0"

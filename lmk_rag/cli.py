@@ -6,8 +6,14 @@ import argparse
 import logging
 import shlex
 import sys
+import traceback
+import typing
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from .errors import IndexNotFoundError, InvalidInputError, LMKError, PathNotFoundError
+from .settings import EncoderSettings, setting_fields
 
 
 def _ints(text: str) -> list[int]:
@@ -24,15 +30,50 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
 
 
-def add_encoder_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, help="model folder or hub id (default: the packaged model)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
-    p.add_argument("--batch-size", type=int, default=32)
+def _granularity(text: str) -> int | str | list[int] | None:
+    """'32', 'sentence', 'none' (one landmark per window) or '32,64,128' (variable)."""
+    if text in ("sentence", "default"):
+        return text
+    if text.lower() == "none":
+        return None
+    ks = _ints(text)
+    return ks[0] if len(ks) == 1 else ks
 
 
-def encoder_kwargs(args: argparse.Namespace) -> dict:
-    return {"model": args.model, "device": args.device, "dtype": args.dtype, "batch_size": args.batch_size}
+def add_encoder_options(p: argparse.ArgumentParser, *, exclude: Sequence[str] = ()) -> None:
+    """One ``--option`` per :class:`EncoderSettings` field marked ``cli``; an option not given
+    leaves the setting to the index, the model folder or the default, in that order."""
+    group = p.add_argument_group("encoder settings (default: the index's, else the model folder's, else built-in)")
+    for f, hint in setting_fields():
+        if not f.metadata["cli"] or f.name in exclude:
+            continue
+        kwargs: dict[str, Any] = {
+            "dest": f.name,
+            "default": None,
+            "help": f"{f.metadata['help']} (default {f.default!r})",
+        }
+        if hint is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif f.name == "granularity":
+            kwargs["type"] = _granularity
+        elif int in (hint, *typing.get_args(hint)):
+            kwargs["type"] = int
+        if f.metadata["choices"]:
+            kwargs["choices"] = f.metadata["choices"]
+        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+
+
+def encoder_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The encoder settings given on the command line."""
+    return {
+        name: getattr(args, name)
+        for name in EncoderSettings.names("cli")
+        if hasattr(args, name) and getattr(args, name) is not None
+    }
+
+
+# Set by each evaluation method itself, so not options of `lmk-rag eval`.
+_EVAL_OWN = ("pooling", "granularity", "max_tokens")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,18 +82,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser("eval", help="long-document retrieval benchmark of pooling modes")
-    add_encoder_options(ev)
-    ev.add_argument("--methods", default="cls,mean,lmk:32,lmk:128,chunk:32,chunk:128,bm25",
-                    help="comma-separated: cls, mean, lmk:K, chunk:N, bm25")
-    ev.add_argument("--task", action="append", default=None,
-                    help="passkey, needle, sections (section headings of long documentation pages as queries), "
-                         "sections-short (headings vs sections of <= 256 tokens), or beir:FOLDER "
-                         "(repeatable; default passkey)")
-    ev.add_argument("--docs-folder", default=None,
-                    help="reST documentation sources for the sections tasks (default: $LMK_PYTHON_DOCS, else "
-                         "/usr/share/doc/python3*/html/_sources); the eval half of its pages is used")
-    ev.add_argument("--haystack", default="python-docs",
-                    help="folder of text for needle documents, or 'python-docs' (the eval half of CPython's docs)")
+    add_encoder_options(ev, exclude=_EVAL_OWN)
+    ev.add_argument(
+        "--methods",
+        default="cls,mean,lmk:32,lmk:128,chunk:32,chunk:128,bm25",
+        help="comma-separated: cls, mean, lmk:K, chunk:N, bm25",
+    )
+    ev.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        help="passkey, needle, sections (section headings of long documentation pages as queries), "
+        "sections-short (headings vs sections of <= 256 tokens), or beir:FOLDER "
+        "(repeatable; default passkey)",
+    )
+    ev.add_argument(
+        "--docs-folder",
+        default=None,
+        help="reST documentation sources for the sections tasks (default: $LMK_PYTHON_DOCS, else "
+        "/usr/share/doc/python3*/html/_sources); the eval half of its pages is used",
+    )
+    ev.add_argument(
+        "--haystack",
+        default="python-docs",
+        help="folder of text for needle documents, or 'python-docs' (the eval half of CPython's docs)",
+    )
     ev.add_argument("--lengths", type=_ints, default=[256, 512, 1024, 2048, 4096])
     ev.add_argument("--positions", type=_floats, default=[0.0, 0.25, 0.5, 0.75, 1.0])
     ev.add_argument("--docs-per-length", type=int, default=25)
@@ -64,7 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="read files into a Qdrant or Chroma index (resumable, idempotent)")
     ing.add_argument("paths", nargs="+", help="files or folders")
     _index_options(ing)
-    ing.add_argument("--prune", action="store_true", help="remove documents whose files are gone")
+    ing.add_argument(
+        "--prune", action="store_true", help="remove documents whose files, under the paths given, are gone"
+    )
+    ing.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="read files and folders that symbolic links lead to outside the paths given",
+    )
     ing.add_argument("--batch-docs", type=int, default=16, help="documents encoded and written together")
     ing.add_argument("--no-progress", action="store_true")
 
@@ -84,11 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output", required=True, help="folder to write; LMKEncoder(model=folder) loads it")
     tr.add_argument("--base-model", default=None, help="model folder or hub id (default: packaged all-MiniLM-L6-v2)")
     tr.add_argument("--pairs", default=None, help="JSONL of {query, positive[, negative]}")
-    tr.add_argument("--texts", action="append", default=[],
-                    help="folder of raw text for inverse-cloze pairs, or 'default' (repeatable)")
-    tr.add_argument("--sections", action="append", default=[],
-                    help="reST docs folder, or 'default' (the Python docs, see lmk-rag eval --docs-folder): "
-                         "section heading -> passage pairs and inverse-cloze text from the train half of its pages")
+    tr.add_argument(
+        "--texts",
+        action="append",
+        default=[],
+        help="folder of raw text for inverse-cloze pairs, or 'default' (repeatable)",
+    )
+    tr.add_argument(
+        "--sections",
+        action="append",
+        default=[],
+        help="reST docs folder, or 'default' (the Python docs, see lmk-rag eval --docs-folder): "
+        "section heading -> passage pairs and inverse-cloze text from the train half of its pages",
+    )
     tr.add_argument("--granularities", type=_ints, default=[32, 64, 128])
     tr.add_argument("--steps", type=int, default=400)
     tr.add_argument("--batch-size", type=int, default=16)
@@ -100,21 +169,35 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--contrastive-weight", type=float, default=1.0)
     tr.add_argument("--maxsim-weight", type=float, default=1.0)
     tr.add_argument("--distill-weight", type=float, default=1.0)
-    tr.add_argument("--distill-only-steps", type=int, default=0,
-                    help="first steps train landmark distillation alone (no queries, no negatives needed)")
-    tr.add_argument("--distill-batch-size", type=int, default=None,
-                    help="batch size of the distillation-only steps (default: --batch-size)")
+    tr.add_argument(
+        "--distill-only-steps",
+        type=int,
+        default=0,
+        help="first steps train landmark distillation alone (no queries, no negatives needed)",
+    )
+    tr.add_argument(
+        "--distill-batch-size",
+        type=int,
+        default=None,
+        help="batch size of the distillation-only steps (default: --batch-size)",
+    )
     tr.add_argument("--window-min-tokens", type=int, default=192, help="shortest training passage (tokens)")
     tr.add_argument("--window-max-tokens", type=int, default=448, help="longest training passage (tokens)")
-    tr.add_argument("--distill-queries", action="store_true",
-                    help="distil the queries' landmark states too, not only the documents'")
+    tr.add_argument(
+        "--distill-queries",
+        action="store_true",
+        help="distil the queries' landmark states too, not only the documents'",
+    )
     tr.add_argument("--full-finetune", action="store_true", help="train all weights instead of LoRA")
     tr.add_argument("--lora-r", type=int, default=16)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--checkpoint-every", type=int, default=50)
     tr.add_argument("--device", default="cpu")
-    tr.add_argument("--bf16", action="store_true",
-                    help="bf16 autocast: faster on GPUs and on CPUs with AVX512-BF16/AMX (weights stay fp32)")
+    tr.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bf16 autocast: faster on GPUs and on CPUs with AVX512-BF16/AMX (weights stay fp32)",
+    )
     tr.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -123,14 +206,10 @@ def _index_options(p: argparse.ArgumentParser) -> None:
     from .index.uri import URI_HELP
 
     p.add_argument("--index", default="qdrant:./lmk_index", help=URI_HELP + " (default qdrant:./lmk_index)")
-    p.add_argument("--model", default=None, help="encoder model (default: the index's, else the packaged one)")
-    p.add_argument("--pooling", default=None, choices=["lmk", "mean", "cls"])
-    p.add_argument("--granularity", default=None, help="tokens per landmark, or 'sentence'")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--batch-size", type=int, default=32)
+    add_encoder_options(p)
 
 
-def _open(args: argparse.Namespace, must_exist: bool):
+def _open(args: argparse.Namespace, must_exist: bool) -> Any:
     """Open the index with the encoder it records (options given on the command line override)."""
     from .encoder import LMKEncoder
     from .index.uri import open_index, parse_index_uri, read_fingerprint
@@ -138,21 +217,12 @@ def _open(args: argparse.Namespace, must_exist: bool):
     uri = parse_index_uri(args.index)
     stored = read_fingerprint(uri)
     if stored is None and must_exist:
-        raise ValueError(f"no lmk-rag index at {args.index}; build one with: lmk-rag ingest PATH --index {args.index}")
-    settings = {}
-    if stored is not None:
-        settings = dict(model=stored.model, pooling=stored.pooling, granularity=stored.granularity,
-                        normalize=stored.normalize, query_prefix=stored.query_prefix,
-                        document_prefix=stored.document_prefix)
-    if args.model is not None:
-        settings["model"] = args.model
-    if args.pooling is not None:
-        settings["pooling"] = args.pooling
-    if args.granularity is not None:
-        g = args.granularity
-        settings["granularity"] = g if g == "sentence" else int(g) if g.isdigit() else g
-    encoder = LMKEncoder(**settings, device=args.device, batch_size=args.batch_size)
-    return open_index(uri, encoder)
+        raise IndexNotFoundError(
+            f"no lmk-rag index at {args.index}; build one with: lmk-rag ingest PATH --index {args.index}"
+        )
+    settings = stored.encoder_settings() if stored is not None else {}
+    settings.update(encoder_options(args))
+    return open_index(uri, LMKEncoder(**settings))
 
 
 def run_ingest(args: argparse.Namespace) -> int:
@@ -160,11 +230,17 @@ def run_ingest(args: argparse.Namespace) -> int:
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
-        raise ValueError(f"no such file or folder: {', '.join(missing)}")
+        raise PathNotFoundError(f"no such file or folder: {', '.join(missing)}")
     index = _open(args, must_exist=False)
     try:
-        summary = ingest(index, args.paths, prune=args.prune, batch_docs=args.batch_docs,
-                         show_progress=not args.no_progress)
+        summary = ingest(
+            index,
+            args.paths,
+            prune=args.prune,
+            batch_docs=args.batch_docs,
+            show_progress=not args.no_progress,
+            follow_symlinks=args.follow_symlinks,
+        )
         total = len(index)
     finally:
         index.close()
@@ -176,8 +252,8 @@ def run_ingest(args: argparse.Namespace) -> int:
 
 def _highlight(hit, tty: bool) -> str:
     a, b = hit.span
-    before = hit.text[max(0, a - 120):a].split("\n")[-1]
-    after = hit.text[b:b + 120].split("\n")[0]
+    before = hit.text[max(0, a - 120) : a].split("\n")[-1]
+    after = hit.text[b : b + 120].split("\n")[0]
     mark = ("\033[1m", "\033[0m") if tty else ("[[", "]]")
     body = " ".join(hit.text[a:b].split())
     return f"...{before}{mark[0]}{body}{mark[1]}{after}..."
@@ -192,8 +268,22 @@ def run_search(args: argparse.Namespace) -> int:
     finally:
         index.close()
     if args.json:
-        print(json.dumps([{"id": h.id, "score": h.score, "landmark": h.landmark, "span": list(h.span),
-                           "passage": h.passage, "metadata": h.metadata} for h in hits], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": h.id,
+                        "score": h.score,
+                        "landmark": h.landmark,
+                        "span": list(h.span),
+                        "passage": h.passage,
+                        "metadata": h.metadata,
+                    }
+                    for h in hits
+                ],
+                indent=2,
+            )
+        )
         return 0
     tty = sys.stdout.isatty()
     for rank, hit in enumerate(hits, 1):
@@ -228,16 +318,33 @@ def run_train(args: argparse.Namespace) -> int:
     from .train import TrainConfig, train
 
     config = TrainConfig(
-        output=args.output, base_model=args.base_model or DEFAULT_MODEL, pairs=args.pairs, texts=args.texts,
-        sections=args.sections, granularities=args.granularities, steps=args.steps, batch_size=args.batch_size,
-        grad_accum=args.grad_accum, lr=args.lr, warmup_steps=args.warmup_steps, lr_decay=args.lr_decay,
-        temperature=args.temperature, contrastive_weight=args.contrastive_weight,
-        maxsim_weight=args.maxsim_weight, distill_weight=args.distill_weight,
-        distill_only_steps=args.distill_only_steps, distill_batch_size=args.distill_batch_size,
+        output=args.output,
+        base_model=args.base_model or DEFAULT_MODEL,
+        pairs=args.pairs,
+        texts=args.texts,
+        sections=args.sections,
+        granularities=args.granularities,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        lr_decay=args.lr_decay,
+        temperature=args.temperature,
+        contrastive_weight=args.contrastive_weight,
+        maxsim_weight=args.maxsim_weight,
+        distill_weight=args.distill_weight,
+        distill_only_steps=args.distill_only_steps,
+        distill_batch_size=args.distill_batch_size,
         distill_queries=args.distill_queries,
-        full_finetune=args.full_finetune, window_min_tokens=args.window_min_tokens,
-        window_max_tokens=args.window_max_tokens, lora_r=args.lora_r, seed=args.seed,
-        checkpoint_every=args.checkpoint_every, device=args.device, bf16=args.bf16,
+        full_finetune=args.full_finetune,
+        window_min_tokens=args.window_min_tokens,
+        window_max_tokens=args.window_max_tokens,
+        lora_r=args.lora_r,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+        device=args.device,
+        bf16=args.bf16,
         show_progress=not args.no_progress,
     )
     out = train(config)
@@ -250,7 +357,7 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .eval import beir_task, default_haystack, evaluate, needle_tasks, parse_methods, read_folder, write_report
     from .eval.sections import read_rst_pages, section_task, short_section_task
 
-    kwargs = encoder_kwargs(args)
+    kwargs = encoder_options(args)
     methods = parse_methods(args.methods, **kwargs)
     counter = LMKEncoder(**kwargs)
     tasks = []
@@ -260,17 +367,25 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
             tasks.append(beir_task(spec[5:], split=args.beir_split))
         elif spec in ("sections", "sections-short"):
             pages = pages if pages is not None else read_rst_pages(args.docs_folder, split="eval")  # parse once
-            count = lambda xs: counter.tokenize(xs).n_tokens  # noqa: E731
-            tasks.append(section_task(pages, count, seed=args.seed) if spec == "sections"
-                         else short_section_task(pages, count))
+            count = lambda xs: counter.tokenize(xs).n_tokens
+            tasks.append(
+                section_task(pages, count, seed=args.seed) if spec == "sections" else short_section_task(pages, count)
+            )
         elif spec in ("passkey", "needle"):
             haystack = default_haystack("eval") if args.haystack == "python-docs" else read_folder(args.haystack)
             tasks += needle_tasks(
-                haystack, lambda xs: counter.tokenize(xs).n_tokens, lengths=args.lengths,
-                positions=args.positions, docs_per_length=args.docs_per_length, kind=spec, seed=args.seed,
+                haystack,
+                lambda xs: counter.tokenize(xs).n_tokens,
+                lengths=args.lengths,
+                positions=args.positions,
+                docs_per_length=args.docs_per_length,
+                kind=spec,
+                seed=args.seed,
             )
         else:
-            raise ValueError(f"unknown task {spec!r}; use passkey, needle, sections, sections-short or beir:FOLDER")
+            raise InvalidInputError(
+                f"unknown task {spec!r}; use passkey, needle, sections, sections-short or beir:FOLDER"
+            )
     rows = evaluate(tasks, methods, progress=not args.no_progress)
     command = "lmk-rag " + " ".join(shlex.quote(a) for a in argv)
     paths = write_report(rows, args.out, title=args.title, command=command, settings=vars(args))
@@ -298,7 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"lmk-rag {args.command}: interrupted; run it again to resume", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, OSError, RuntimeError) as exc:
+    except LMKError as exc:
+        # Something the user can change: one line, unless -v asks for the whole story.
+        if args.verbose:
+            traceback.print_exc()
         print(f"lmk-rag {args.command}: error: {exc}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command!r}")

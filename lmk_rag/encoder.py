@@ -11,16 +11,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from pathlib import Path
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Union
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from .batching import iter_batches
+from .errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 from .landmarks import (
     TokenizedBatch,
     boundary_chunk_ends,
@@ -42,53 +44,100 @@ from .models import (
 )
 from .pooling import PoolingAccumulator, check_pooling, l2_normalize
 from .sentences import sentence_starts
+from .settings import FROM_MODEL, EncoderSettings
 from .types import Fingerprint, MultiVector
 from .windows import build_sequences
 
 logger = logging.getLogger("lmk_rag")
 
-Granularity = Union[int, str, Sequence[int], None]
+Granularity = int | str | Sequence[int] | None
 # Texts per pipeline group: bounds memory on huge inputs while keeping batches well sorted.
 _GROUP_SIZE = 4096
+# Huge texts are tokenized in pieces of at most this many characters, at most CALL_CHARS per call.
+PIECE_CHARS = 100_000
+CALL_CHARS = 4_000_000
 
-_MODEL_CACHE: dict[tuple[Any, ...], tuple[Any, torch.nn.Module]] = {}
+# Loaded models shared by encoders of the same settings, least recently used dropped first.
+MODEL_CACHE_SIZE = 4
+_MODEL_CACHE: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
 _MODEL_CACHE_LOCK = threading.Lock()
 
 
 def check_texts(texts: Any, name: str = "texts") -> list[str]:
-    """A list of str, or a clear TypeError naming what was passed."""
+    """A list of str, or a clear TypeError naming what was passed. Unordered or keyed
+    containers (set, dict) are refused: their order, or what would be encoded, is not obvious."""
     if texts is None:
-        raise TypeError(f"{name} must be a list of str, got None")
+        raise InvalidTypeError(f"{name} must be a list of str, got None")
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{name} must be a list of str, got a bare {type(texts).__name__}; wrap it: [text]")
-    if not isinstance(texts, Sequence) and not hasattr(texts, "__iter__"):
-        raise TypeError(f"{name} must be a list of str, got {type(texts).__name__}")
+        raise InvalidTypeError(f"{name} must be a list of str, got a bare {type(texts).__name__}; wrap it: [text]")
+    if isinstance(texts, (Mapping, Set)) or not hasattr(texts, "__iter__"):
+        raise InvalidTypeError(f"{name} must be a list of str, got {type(texts).__name__}")
     items = list(texts)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise TypeError(f"{name}[{i}] must be str, got {type(item).__name__}")
+            raise InvalidTypeError(f"{name}[{i}] must be str, got {type(item).__name__}")
     return items
 
 
-def check_granularity(granularity: Granularity) -> Granularity:
+def split_at_whitespace(texts: list[str], limit: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Cut texts longer than ``limit`` characters into pieces that end at whitespace (hard cuts
+    only where there is none); returns the pieces, each piece's text index and character offset."""
+    if all(len(t) <= limit for t in texts):
+        n = len(texts)
+        return texts, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    pieces: list[str] = []
+    owner: list[int] = []
+    shift: list[int] = []
+    for i, text in enumerate(texts):
+        start = 0
+        while len(text) - start > limit:
+            cut = max(
+                text.rfind(" ", start + limit // 2, start + limit), text.rfind("\n", start + limit // 2, start + limit)
+            )
+            cut = cut if cut > start else start + limit  # no whitespace: a hard cut
+            pieces.append(text[start:cut])
+            owner.append(i)
+            shift.append(start)
+            start = cut
+        pieces.append(text[start:])
+        owner.append(i)
+        shift.append(start)
+    return pieces, np.asarray(owner, dtype=np.int64), np.asarray(shift, dtype=np.int64)
+
+
+def find_unencodable(texts: Sequence[str], name: str = "texts") -> InvalidInputError | None:
+    """An error naming the first text that is not valid Unicode (a lone surrogate), else None."""
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return InvalidInputError(
+                f"{name}[{i}] is not valid Unicode: a lone surrogate {text[exc.start]!r} at character {exc.start} "
+                "(text decoded with errors='surrogateescape'?); clean it, e.g. "
+                "text.encode('utf-8', 'replace').decode('utf-8')"
+            )
+    return None
+
+
+def check_granularity(granularity: Any) -> int | str | list[int] | None:
     """int k > 0, 'sentence', None (no inner landmarks), or a list of k for variable granularity."""
     allowed = "a positive int k, 'sentence', None, or a list of positive ints (variable k)"
     if granularity is None or granularity == "sentence":
         return granularity
     if isinstance(granularity, bool):
-        raise TypeError(f"granularity must be {allowed}, got {granularity!r}")
+        raise InvalidTypeError(f"granularity must be {allowed}, got {granularity!r}")
     if isinstance(granularity, int):
         if granularity < 1:
-            raise ValueError(f"granularity must be {allowed}, got {granularity}")
+            raise InvalidInputError(f"granularity must be {allowed}, got {granularity}")
         return granularity
     if isinstance(granularity, str):
-        raise ValueError(f"granularity must be {allowed}, got {granularity!r}")
+        raise InvalidInputError(f"granularity must be {allowed}, got {granularity!r}")
     if isinstance(granularity, Sequence):
         ks = list(granularity)
         if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks):
-            raise ValueError(f"granularity must be {allowed}, got {granularity!r}")
+            raise InvalidInputError(f"granularity must be {allowed}, got {granularity!r}")
         return ks
-    raise TypeError(f"granularity must be {allowed}, got {type(granularity).__name__}")
+    raise InvalidTypeError(f"granularity must be {allowed}, got {type(granularity).__name__}")
 
 
 def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> Any:
@@ -96,7 +145,7 @@ def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) ->
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         extra = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an int >= {minimum}{extra}, got {value!r}")
+        raise InvalidInputError(f"{name} must be an int >= {minimum}{extra}, got {value!r}")
     return value
 
 
@@ -121,93 +170,71 @@ class LMKEncoder:
 
     Args:
         model: local folder or hub id; ``None`` is the packaged default.
-        pooling: ``"lmk"`` (mean of landmark states), ``"mean"`` (all tokens) or ``"cls"``.
-        granularity: tokens per landmark chunk (int), ``"sentence"``, a list of ints drawn
-            per text with ``seed`` (variable, for training), or ``None`` for the model's
-            native ``[CLS] text [SEP]`` layout (one landmark per window).
-        normalize: L2-normalise output rows.
-        device: ``"auto"``, ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``), ``"mps"``.
-        dtype: ``"fp32"``, ``"fp16"`` or ``"bf16"``.
-        max_length: window length in tokens (default: the model's trained limit); rotary
-            models may go beyond it (extrapolation), absolute-position models may not.
-        max_tokens: optional cap on content tokens per text; longer texts are truncated,
-            a warning is logged and :class:`MultiVector` reports ``dropped_tokens``.
-        window_overlap: chunks of context shared by neighbouring windows of long texts; the
-            default (None) shares about a quarter of a window, and at least one chunk when a
-            window holds three or more, so large k does not re-encode every chunk many times.
-        batch_size / max_batch_tokens: rows per batch, and padded tokens per batch.
-        query_prefix / document_prefix: instruction prefixes (e5/bge style models).
-        landmark_token_id: landmark id when the tokenizer has neither SEP nor EOS.
-        sentence_max_tokens: with ``granularity="sentence"``, longer sentences are split
-            every this many tokens.
-        trust_remote_code / allow_pickle: opt-ins for custom model code and non-safetensors weights.
+        **options: any field of :class:`~lmk_rag.settings.EncoderSettings` (pooling, granularity,
+            normalize, device, dtype, max_length, max_tokens, window_overlap, batch_size,
+            max_batch_tokens, query_prefix, document_prefix, landmark_token_id,
+            sentence_max_tokens, sentence_language, seed, show_progress, trust_remote_code,
+            allow_pickle, revision); each is described there, with its default. ``pooling``,
+            ``granularity`` and ``landmark_token_id`` left unset take a trained folder's values.
+            ``window_overlap=None`` shares about a quarter of a window, and at least one chunk
+            when a window holds three or more; rotary models may set ``max_length`` beyond their
+            trained length, absolute-position models may not.
     """
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str] | None = None,
-        *,
-        pooling: str | None = None,
-        granularity: Granularity | str = "default",
-        normalize: bool = True,
-        device: str | torch.device = "auto",
-        dtype: str | torch.dtype = "fp32",
-        max_length: int | None = None,
-        max_tokens: int | None = None,
-        window_overlap: int | None = None,
-        batch_size: int = 32,
-        max_batch_tokens: int = 16384,
-        query_prefix: str = "",
-        document_prefix: str = "",
-        landmark_token_id: int | None = None,
-        sentence_max_tokens: int = 64,
-        sentence_language: str = "en",
-        seed: int = 0,
-        show_progress: bool = False,
-        trust_remote_code: bool = False,
-        allow_pickle: bool = False,
-        revision: str | None = None,
-    ) -> None:
-        path, self.model_name = resolve_model_path(model)
+    def __init__(self, model: str | os.PathLike[str] | None = None, **options: Any) -> None:
+        if isinstance(model, os.PathLike):
+            model = os.fspath(model)
+        given = EncoderSettings.from_options({"model": model, **options})
+        self.settings = given
+        path, self.model_name = resolve_model_path(given.model)
         folder = load_folder_config(path)
-        if pooling is None:
-            pooling = folder.pooling if folder else "lmk"
-        if isinstance(granularity, str) and granularity == "default":
+        pooling = given.pooling if given.pooling is not None else (folder.pooling if folder else "lmk")
+        granularity = given.granularity
+        if isinstance(granularity, str) and granularity == FROM_MODEL:
             granularity = folder.granularity if folder else 32
+        landmark_token_id = given.landmark_token_id
         if landmark_token_id is None and folder is not None:
             landmark_token_id = folder.landmark_token_id
         self.pooling = check_pooling(pooling)
         self.granularity = check_granularity(granularity)
-        if not isinstance(normalize, bool):
-            raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
-        self.normalize = normalize
-        self._window_overlap = _check_int("window_overlap", window_overlap, 0, allow_none=True)
-        self.batch_size = _check_int("batch_size", batch_size, 1)
-        self.max_batch_tokens = _check_int("max_batch_tokens", max_batch_tokens, 1)
-        self.max_tokens = _check_int("max_tokens", max_tokens, 1, allow_none=True)
-        self.sentence_max_tokens = _check_int("sentence_max_tokens", sentence_max_tokens, 1)
-        for name, value in (("query_prefix", query_prefix), ("document_prefix", document_prefix)):
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be str, got {type(value).__name__}")
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
-        self.sentence_language = sentence_language
-        self.show_progress = show_progress
-        self._rng = np.random.default_rng(seed)
+        if not isinstance(given.normalize, bool):
+            raise InvalidTypeError(f"normalize must be a bool, got {type(given.normalize).__name__}")
+        self.normalize = given.normalize
+        self._window_overlap = _check_int("window_overlap", given.window_overlap, 0, allow_none=True)
+        self.batch_size = _check_int("batch_size", given.batch_size, 1)
+        self.max_batch_tokens = _check_int("max_batch_tokens", given.max_batch_tokens, 1)
+        self.max_tokens = _check_int("max_tokens", given.max_tokens, 1, allow_none=True)
+        self.sentence_max_tokens = _check_int("sentence_max_tokens", given.sentence_max_tokens, 1)
+        for name in ("query_prefix", "document_prefix", "sentence_language"):
+            if not isinstance(getattr(given, name), str):
+                raise InvalidTypeError(f"{name} must be str, got {type(getattr(given, name)).__name__}")
+        self.query_prefix = given.query_prefix
+        self.document_prefix = given.document_prefix
+        self.sentence_language = given.sentence_language
+        self.show_progress = given.show_progress
+        self._rng = np.random.default_rng(given.seed)
 
-        self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype)
-        self.adapter = path if folder is not None and folder.base_model != "." else None
+        self.device = resolve_device(given.device)
+        self.dtype = resolve_dtype(given.dtype)
+        # A trained folder's offset (and LoRA, if any) applies after full fine-tuning too ("base_model": ".").
+        self.adapter = path if folder is not None else None
         base = path if folder is None else resolve_base(path, folder)
         self.tokenizer, self.model = _load_shared(
-            base, self.device, self.dtype, trust_remote_code, allow_pickle, revision, self.adapter, landmark_token_id
+            base,
+            self.device,
+            self.dtype,
+            given.trust_remote_code,
+            given.allow_pickle,
+            given.revision,
+            self.adapter,
+            landmark_token_id,
         )
         self._text_tokenizer = _text_tokenizer(self.tokenizer)
         self.special: SpecialTokens = special_tokens(self.tokenizer, landmark_token_id)
         self.dimension = int(self.model.config.hidden_size)
         self.trained_max_length = trained_max_length(self.model.config, self.tokenizer)
         self.rotary = is_rotary(self.model.config)
-        self.max_length = self._check_max_length(max_length)
+        self.max_length = self._check_max_length(given.max_length)
         self._check_chunks_fit()
 
     # ------------------------------------------------------------------ settings
@@ -216,7 +243,7 @@ class LMKEncoder:
             return self.trained_max_length
         _check_int("max_length", max_length, 4)
         if max_length > self.trained_max_length and not self.rotary:
-            raise ValueError(
+            raise InvalidInputError(
                 f"max_length={max_length} exceeds this model's {self.trained_max_length} positions, and its "
                 "position embeddings are absolute, so it cannot extrapolate; leave max_length unset "
                 "(long texts are encoded in windows) or use a rotary-position model"
@@ -224,7 +251,8 @@ class LMKEncoder:
         if max_length > self.trained_max_length:
             logger.info(
                 "max_length=%d is beyond the trained %d positions (rotary extrapolation)",
-                max_length, self.trained_max_length,
+                max_length,
+                self.trained_max_length,
             )
         return max_length
 
@@ -233,25 +261,32 @@ class LMKEncoder:
         return 0 if self.special.cls_id is None else 1
 
     def _check_chunks_fit(self) -> None:
-        g = self.granularity
-        if g is None:
+        largest = self._largest_chunk()
+        if largest is None:
             return
-        largest = self.sentence_max_tokens if g == "sentence" else max(g) if isinstance(g, list) else g
         room = self.max_length - self._prefix_len - 1
         if largest > room:
-            name = "sentence_max_tokens" if g == "sentence" else "granularity"
-            raise ValueError(
+            name = "sentence_max_tokens" if self.granularity == "sentence" else "granularity"
+            raise InvalidInputError(
                 f"{name}={largest} does not fit a window of max_length={self.max_length} "
                 f"(room for {room} tokens plus CLS and landmark); use at most {room}"
             )
+
+    def _largest_chunk(self) -> int | None:
+        """Content tokens of the longest chunk this granularity makes (None: one chunk per window)."""
+        g = self.granularity
+        if g == "sentence":
+            return self.sentence_max_tokens
+        if isinstance(g, list):
+            return max(g)
+        return g if isinstance(g, int) else None
 
     @property
     def window_overlap(self) -> int:
         """Chunks shared by neighbouring windows (see the constructor)."""
         if self._window_overlap is not None:
             return self._window_overlap
-        g = self.granularity
-        k = self.sentence_max_tokens if g == "sentence" else max(g) if isinstance(g, list) else g
+        k = self._largest_chunk()
         if k is None:
             return 0
         capacity = self.max_length - self._prefix_len
@@ -260,17 +295,18 @@ class LMKEncoder:
 
     @property
     def fingerprint(self) -> Fingerprint:
-        """Settings an index must match: model, dimension, pooling, granularity, ..."""
+        """Settings an index must match: every setting :class:`EncoderSettings` marks
+        ``fingerprint``, as resolved here, plus the dimension, landmark id and adapter."""
+        recorded = {name: getattr(self, name) for name in EncoderSettings.names("fingerprint") if name != "model"}
+        if self.granularity != "sentence":  # the sentence splitter plays no part then
+            recorded["sentence_max_tokens"] = recorded["sentence_language"] = None
+        recorded["max_tokens"] = self.max_tokens or 0  # 0: no cap (None would read as "not recorded")
         return Fingerprint(
             model=self.model_name,
             dimension=self.dimension,
-            pooling=self.pooling,
-            granularity=self.granularity,
             landmark_token_id=self.special.landmark_id,
-            normalize=self.normalize,
-            query_prefix=self.query_prefix,
-            document_prefix=self.document_prefix,
             adapter=self.adapter_name,
+            **recorded,
         )
 
     @property
@@ -307,9 +343,7 @@ class LMKEncoder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return torch.cat(out).numpy()
 
-    def encode_query(
-        self, query: str | Sequence[str], *, normalize: bool | None = None
-    ) -> np.ndarray:
+    def encode_query(self, query: str | Sequence[str], *, normalize: bool | None = None) -> np.ndarray:
         """A query -> (d,); a list of queries -> (n, d). Applies ``query_prefix``."""
         single = isinstance(query, str)
         items = [query] if single else check_texts(query, "query")
@@ -347,15 +381,41 @@ class LMKEncoder:
 
     # ------------------------------------------------------------------ pipeline
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
-        """One batched fast-tokenizer call -> flat ids and character offsets into ``texts``."""
+        """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``.
+
+        Texts longer than :data:`PIECE_CHARS` are cut at whitespace into pieces, and pieces are
+        tokenized :data:`CALL_CHARS` characters at a time, so the tokenizer's own per-token
+        objects never hold more than that much text at once (a 20 MB file does not need GBs).
+        Word-level pre-tokenizers split at whitespace anyway, so the tokens are the same.
+        """
         inputs = [prefix + t for t in texts] if prefix else texts
-        encodings = self._text_tokenizer.encode_batch(inputs, add_special_tokens=False)
-        counts = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
-        total = int(counts.sum())
-        ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=total)
-        offs = np.fromiter(
-            chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)), dtype=np.int64, count=2 * total
-        ).reshape(-1, 2)
+        pieces, owner, shift = split_at_whitespace(inputs, PIECE_CHARS)
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        calls = np.searchsorted(np.cumsum(lengths), np.arange(CALL_CHARS, int(lengths.sum()), CALL_CHARS))
+        parts_ids, parts_offs, parts_counts = [], [], []
+        for lo, hi in zip(np.concatenate([[0], calls]), np.concatenate([calls, [len(pieces)]])):
+            if hi <= lo:
+                continue
+            try:
+                encodings = self._text_tokenizer.encode_batch(pieces[lo:hi], add_special_tokens=False)
+            except Exception as exc:  # the tokenizer's message names neither the text nor the cause
+                bad = find_unencodable(texts)
+                if bad is not None:
+                    raise bad from exc
+                raise
+            counts = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
+            total = int(counts.sum())
+            parts_ids.append(np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=total))
+            offs = np.fromiter(
+                chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)), dtype=np.int64, count=2 * total
+            ).reshape(-1, 2)
+            parts_offs.append(offs + np.repeat(shift[lo:hi], counts)[:, None])
+            parts_counts.append(counts)
+            del encodings
+        ids = np.concatenate(parts_ids) if parts_ids else np.zeros(0, dtype=np.int64)
+        offs = np.concatenate(parts_offs) if parts_offs else np.zeros((0, 2), dtype=np.int64)
+        piece_counts = np.concatenate(parts_counts) if parts_counts else np.zeros(0, dtype=np.int64)
+        counts = np.bincount(owner, weights=piece_counts, minlength=len(texts)).astype(np.int64)
         starts, ends = offs[:, 0], offs[:, 1]
         if prefix:
             starts = np.maximum(starts - len(prefix), 0)
@@ -388,7 +448,10 @@ class LMKEncoder:
                 logger.warning(
                     "max_tokens=%d truncated %d of %d texts (%d tokens dropped); unset max_tokens "
                     "to encode long texts whole in windows",
-                    self.max_tokens, int((dropped > 0).sum()), len(texts), int(dropped.sum()),
+                    self.max_tokens,
+                    int((dropped > 0).sum()),
+                    len(texts),
+                    int(dropped.sum()),
                 )
         ends, chunk_offsets = self.chunk(batch, texts)
         layout = build_layout(batch, ends, chunk_offsets, self.special.landmark_id, self.special.cls_id)
@@ -443,7 +506,14 @@ class LMKEncoder:
         batches = iter_batches(
             seqs, batch_size, self.max_batch_tokens, self.special.pad_id, self.special.cls_id is not None
         )
-        bar = tqdm(total=int(seqs.lengths.sum()), unit="tok", unit_scale=True, desc="encode", disable=not show_progress)
+        bar = tqdm(
+            total=int(seqs.lengths.sum()),
+            unit="tok",
+            unit_scale=True,
+            desc="encode",
+            leave=False,
+            disable=not show_progress,
+        )
         with torch.inference_mode(), bar:
             for b in batches:
                 hidden = self.model(
@@ -457,7 +527,7 @@ class LMKEncoder:
 def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
     if not torch.isfinite(x).all():
         hint = " (fp16 overflows on some models: try dtype='bf16' or 'fp32')" if dtype == torch.float16 else ""
-        raise FloatingPointError(f"the encoder produced non-finite vectors{hint}")
+        raise NonFiniteVectorError(f"the encoder produced non-finite vectors{hint}")
 
 
 def load_folder_config(path: str) -> LMKFolderConfig | None:
@@ -483,20 +553,42 @@ def _text_tokenizer(tokenizer: Any) -> Any:
     return backend
 
 
-def _load_shared(path, device, dtype, trust_remote_code, allow_pickle, revision, adapter=None, landmark_id=None):
-    """Load (tokenizer, model) once per settings; encoders with the same settings share them."""
-    key = (path, str(device), str(dtype), trust_remote_code, allow_pickle, revision, adapter)
+def _load_shared(
+    path: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    trust_remote_code: bool,
+    allow_pickle: bool,
+    revision: str | None,
+    adapter: str | None = None,
+    landmark_id: int | None = None,
+) -> tuple[Any, Any]:
+    """Load (tokenizer, model) once per settings; encoders with the same settings share them.
+    The landmark id is part of the key: an adapter's offset is added to that token's embedding."""
+    key = (path, str(device), str(dtype), trust_remote_code, allow_pickle, revision, adapter, landmark_id)
     with _MODEL_CACHE_LOCK:
-        if key not in _MODEL_CACHE:
-            tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code, revision=revision)
-            model = load_model(
-                path, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                allow_pickle=allow_pickle, revision=revision,
-            )
-            if adapter is not None:
-                from pathlib import Path
-
-                lmk = special_tokens(tokenizer, landmark_id).landmark_id
-                model = apply_adapter(model, Path(adapter), lmk)
-            _MODEL_CACHE[key] = (tokenizer, model)
+        if key in _MODEL_CACHE:
+            _MODEL_CACHE.move_to_end(key)
+            return _MODEL_CACHE[key]
+        tokenizer = load_tokenizer(path, trust_remote_code=trust_remote_code, revision=revision)
+        model = load_model(
+            path,
+            device=device,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            allow_pickle=allow_pickle,
+            revision=revision,
+        )
+        if adapter is not None:
+            lmk = special_tokens(tokenizer, landmark_id).landmark_id
+            model = apply_adapter(model, Path(adapter), lmk)
+        _MODEL_CACHE[key] = (tokenizer, model)
+        while len(_MODEL_CACHE) > MODEL_CACHE_SIZE:
+            _MODEL_CACHE.popitem(last=False)  # encoders still holding it keep it alive
         return _MODEL_CACHE[key]
+
+
+def clear_model_cache() -> None:
+    """Forget every cached model: memory is freed once no LMKEncoder holds it any more."""
+    with _MODEL_CACHE_LOCK:
+        _MODEL_CACHE.clear()

@@ -1,20 +1,27 @@
 """Pydantic fields shared by the LangChain and LlamaIndex classes (imported only by them).
 
-Both frameworks describe components as pydantic models; this mixin declares every
-encoder setting once, validates it, and hands out one shared :class:`LMKEncoder` per
-distinct set of settings, so two framework objects configured alike use one loaded model.
+Both frameworks describe components as pydantic models; :class:`LMKEncoderFields` declares one
+documented field per :class:`~lmk_rag.settings.EncoderSettings` setting marked ``framework``
+(generated from it, so defaults and descriptions are written once), validates them through the
+encoder, and hands out one shared :class:`LMKEncoder` per distinct set of settings, so two
+framework objects configured alike use one loaded model. Settings left unset (``pooling``,
+``granularity``, ``landmark_token_id``) take a trained model folder's recorded values.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal, Optional, Union
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, model_validator
 
 from .encoder import LMKEncoder
+from .settings import EncoderSettings, setting_fields
 
-_ENCODERS: dict[str, LMKEncoder] = {}
+# Shared encoders, least recently used dropped first (one holding a model keeps it alive).
+ENCODER_CACHE_SIZE = 8
+_ENCODERS: OrderedDict[str, LMKEncoder] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -22,58 +29,61 @@ def shared_encoder(settings: dict[str, Any]) -> LMKEncoder:
     """One LMKEncoder per distinct settings (the loaded model itself is shared by the core)."""
     key = repr(sorted(settings.items()))
     with _LOCK:
-        if key not in _ENCODERS:
-            _ENCODERS[key] = LMKEncoder(**settings)
-        return _ENCODERS[key]
+        if key in _ENCODERS:
+            _ENCODERS.move_to_end(key)
+            return _ENCODERS[key]
+        encoder = LMKEncoder(**settings)
+        _ENCODERS[key] = encoder
+        while len(_ENCODERS) > ENCODER_CACHE_SIZE:
+            _ENCODERS.popitem(last=False)
+        return encoder
 
 
-class LMKEncoderFields(BaseModel):
-    """Encoder settings as documented pydantic fields."""
+def clear_encoder_cache() -> None:
+    """Forget the shared encoders (their models are freed once nothing else holds them)."""
+    with _LOCK:
+        _ENCODERS.clear()
+
+
+class _EncoderFieldsBase(BaseModel):
+    """Validation and the shared encoder; the fields themselves are generated below."""
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
-
-    model: Optional[str] = Field(
-        default=None, description="Local folder or hub id of the encoder; None is the packaged default."
-    )
-    pooling: Literal["lmk", "mean", "cls"] = Field(default="lmk", description="How token states become one vector.")
-    granularity: Union[int, Literal["sentence"], list[int], None] = Field(
-        default=32, description="Tokens per landmark chunk, 'sentence', a list of k (variable), or None (native)."
-    )
-    normalize: bool = Field(default=True, description="L2-normalise the vectors.")
-    batch_size: int = Field(default=32, gt=0, description="Rows per encoder forward pass.")
-    device: str = Field(default="auto", description="'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
-    dtype: Literal["fp32", "fp16", "bf16"] = Field(default="fp32", description="Model weights' precision.")
-    query_prefix: str = Field(default="", description="Prepended to queries (e.g. 'query: ' for e5).")
-    document_prefix: str = Field(default="", description="Prepended to documents (e.g. 'passage: ').")
-    max_length: Optional[int] = Field(
-        default=None, gt=3, description="Window length in tokens; default the model's. Longer texts use windows."
-    )
-    max_tokens: Optional[int] = Field(
-        default=None, gt=0, description="Optional cap on tokens per text; truncation is logged, never silent."
-    )
-    window_overlap: Optional[int] = Field(
-        default=None, ge=0, description="Chunks of context shared by neighbouring windows; None = about a quarter."
-    )
-    encoder_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Further LMKEncoder arguments (trust_remote_code, revision, ...)."
-    )
 
     _encoder: LMKEncoder = PrivateAttr()
 
     @model_validator(mode="after")
-    def _load_encoder(self) -> "LMKEncoderFields":
+    def _load_encoder(self) -> _EncoderFieldsBase:
         self._encoder = shared_encoder(self.encoder_settings())
         return self
 
     def encoder_settings(self) -> dict[str, Any]:
-        names = (
-            "model", "pooling", "granularity", "normalize", "batch_size", "device", "dtype",
-            "query_prefix", "document_prefix", "max_length", "max_tokens", "window_overlap",
-        )
-        settings = {name: getattr(self, name) for name in names}
-        return {**settings, **self.encoder_kwargs}
+        """The settings this object was given (left-out ones stay the encoder's defaults)."""
+        return {name: getattr(self, name) for name in EncoderSettings.names("framework")}
 
     @property
     def encoder(self) -> LMKEncoder:
         """The shared LMKEncoder behind this object."""
         return self._encoder
+
+
+def _pydantic_fields() -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for f, hint in setting_fields():
+        if not f.metadata["framework"]:
+            continue
+        choices = f.metadata["choices"]
+        if choices:
+            literal = Literal[choices]  # type: ignore[valid-type]
+            hint = literal | None if f.default is None else literal
+        fields[f.name] = (hint, Field(default=f.default, description=f.metadata["help"]))
+    return fields
+
+
+if TYPE_CHECKING:
+    LMKEncoderFields = _EncoderFieldsBase
+else:
+    LMKEncoderFields = create_model(
+        "LMKEncoderFields", __base__=_EncoderFieldsBase, __module__=__name__, **_pydantic_fields()
+    )
+    LMKEncoderFields.__doc__ = "Encoder settings as documented pydantic fields (see EncoderSettings)."

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InvalidInputError
+
 __all__ = [
-    "TokenizedBatch",
     "Layout",
-    "ranges",
-    "fixed_chunk_ends",
-    "split_long_chunks",
+    "TokenizedBatch",
+    "assign_landmarks",
     "boundary_chunk_ends",
     "build_layout",
+    "fixed_chunk_ends",
     "plan_windows",
-    "assign_landmarks",
+    "ranges",
+    "split_long_chunks",
 ]
 
 
@@ -62,7 +64,7 @@ class TokenizedBatch:
     def n_tokens(self) -> np.ndarray:
         return np.diff(self.offsets)
 
-    def truncate(self, max_tokens: int) -> tuple["TokenizedBatch", np.ndarray]:
+    def truncate(self, max_tokens: int) -> tuple[TokenizedBatch, np.ndarray]:
         """Keep at most ``max_tokens`` tokens per text; returns the batch and tokens dropped."""
         n = self.n_tokens
         kept = np.minimum(n, max_tokens)
@@ -76,9 +78,7 @@ class TokenizedBatch:
         cut = dropped > 0
         text_lengths = self.text_lengths.copy()
         text_lengths[cut] = self.starts[first_dropped[cut]]
-        batch = TokenizedBatch(
-            self.ids[idx], self.starts[idx], self.ends[idx], new_offsets, text_lengths
-        )
+        batch = TokenizedBatch(self.ids[idx], self.starts[idx], self.ends[idx], new_offsets, text_lengths)
         return batch, dropped
 
 
@@ -92,7 +92,7 @@ def fixed_chunk_ends(n_tokens: np.ndarray, k: np.ndarray | int) -> tuple[np.ndar
     n = np.asarray(n_tokens, dtype=np.int64)
     k_arr = np.broadcast_to(np.asarray(k, dtype=np.int64), n.shape)
     if (k_arr < 1).any():
-        raise ValueError("granularity must be a positive number of tokens")
+        raise InvalidInputError("granularity must be a positive number of tokens")
     m = np.maximum(1, -(-n // k_arr))
     chunk_offsets = np.concatenate([[0], np.cumsum(m)]).astype(np.int64)
     text_of_chunk = np.repeat(np.arange(len(n)), m)
@@ -101,12 +101,10 @@ def fixed_chunk_ends(n_tokens: np.ndarray, k: np.ndarray | int) -> tuple[np.ndar
     return ends, chunk_offsets
 
 
-def split_long_chunks(
-    ends: np.ndarray, chunk_offsets: np.ndarray, cap: int
-) -> tuple[np.ndarray, np.ndarray]:
+def split_long_chunks(ends: np.ndarray, chunk_offsets: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
     """Split every chunk longer than ``cap`` tokens into pieces of ``cap`` (last shorter)."""
     if cap < 1:
-        raise ValueError("cap must be a positive number of tokens")
+        raise InvalidInputError("cap must be a positive number of tokens")
     n_texts = len(chunk_offsets) - 1
     text_of_chunk = np.repeat(np.arange(n_texts), np.diff(chunk_offsets))
     prev = np.concatenate([[0], ends[:-1]])
@@ -121,9 +119,7 @@ def split_long_chunks(
     return new_ends.astype(np.int64), new_offsets
 
 
-def boundary_chunk_ends(
-    batch: TokenizedBatch, boundaries: list[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
+def boundary_chunk_ends(batch: TokenizedBatch, boundaries: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Chunk ends at character boundaries (e.g. sentence ends), one array per text.
 
     A token belongs to the segment its first character falls in; empty segments vanish.
@@ -198,7 +194,7 @@ def build_layout(
     n = batch.n_tokens
     m = np.diff(chunk_offsets)
     if len(m) != n_texts or (m < 1).any():
-        raise ValueError("every text needs at least one chunk")
+        raise InvalidInputError("every text needs at least one chunk")
     p = 0 if cls_id is None else 1
     seq_len = p + n + m
     seq_offsets = np.concatenate([[0], np.cumsum(seq_len)]).astype(np.int64)
@@ -224,7 +220,7 @@ def build_layout(
     segment[tok_out] = tok_chunk
     ids[lmk_out] = landmark_id
     segment[lmk_out] = np.arange(len(ends), dtype=np.int64)
-    if p:
+    if cls_id is not None:  # p == 1 exactly when there is a CLS
         ids[seq_offsets[:-1]] = cls_id
         segment[seq_offsets[:-1]] = -1
 
@@ -255,7 +251,7 @@ def plan_windows(chunk_lengths: np.ndarray, capacity: int, overlap: int) -> list
     chunk ranges [a, b) covering every chunk; each window advances by at least one chunk.
     """
     if (chunk_lengths > capacity).any():
-        raise ValueError("a chunk is longer than the window; lower the granularity")
+        raise InvalidInputError("a chunk is longer than the window; lower the granularity")
     cum = np.concatenate([[0], np.cumsum(chunk_lengths)])
     n = len(chunk_lengths)
     windows: list[tuple[int, int]] = []

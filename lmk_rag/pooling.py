@@ -12,12 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .errors import InvalidInputError
+
 POOLING_MODES = ("lmk", "mean", "cls")
 
 
 def check_pooling(pooling: str) -> str:
     if pooling not in POOLING_MODES:
-        raise ValueError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
+        raise InvalidInputError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
     return pooling
 
 
@@ -89,9 +91,9 @@ class PoolingAccumulator:
             return total / count.clamp(min=1)[:, None]
         if pooling == "cls":
             if not self.has_cls:
-                raise ValueError("pooling='cls' needs a tokenizer with a CLS or BOS token; use 'lmk' or 'mean'")
+                raise InvalidInputError("pooling='cls' needs a tokenizer with a CLS or BOS token; use 'lmk' or 'mean'")
             return self.cls_sum / self.cls_count.clamp(min=1)[:, None]
-        raise ValueError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
+        raise InvalidInputError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
 
 
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InvalidInputError
+
 
 @dataclass(frozen=True)
 class MultiVector:
@@ -28,7 +30,7 @@ class MultiVector:
 
     def __post_init__(self) -> None:
         if self.vectors.ndim != 2 or len(self.vectors) != len(self.spans):
-            raise ValueError("vectors must be (m, d) with one span per landmark")
+            raise InvalidInputError("vectors must be (m, d) with one span per landmark")
 
     def __len__(self) -> int:
         return len(self.spans)
@@ -40,9 +42,16 @@ class MultiVector:
         return text[self.spans[lo][0] : self.spans[hi][1]]
 
 
+# Recorded since these settings were found to change vectors; None means "not recorded" (an index
+# built before), which matches any value so such indexes still open.
+RECORDED_LATER = ("max_length", "max_tokens", "window_overlap", "sentence_max_tokens", "sentence_language")
+
+
 @dataclass(frozen=True)
 class Fingerprint:
-    """The encoder settings an index must match to stay meaningful; JSON-serialisable."""
+    """The encoder settings an index must match to stay meaningful; JSON-serialisable. Its
+    setting fields are those :class:`~lmk_rag.settings.EncoderSettings` marks ``fingerprint``,
+    with the values the encoder resolved (the model folder's k, the effective window, ...)."""
 
     model: str
     dimension: int
@@ -53,6 +62,11 @@ class Fingerprint:
     query_prefix: str = ""
     document_prefix: str = ""
     adapter: str | None = None
+    max_length: int | None = None
+    max_tokens: int | None = None
+    window_overlap: int | None = None
+    sentence_max_tokens: int | None = None
+    sentence_language: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,20 +76,32 @@ class Fingerprint:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Fingerprint":
+    def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         if isinstance(known.get("granularity"), list):
             known["granularity"] = list(known["granularity"])
         return cls(**known)
 
-    def differences(self, other: "Fingerprint") -> list[str]:
+    def differences(self, other: Fingerprint) -> list[str]:
         """Human-readable list of settings that differ, empty when compatible."""
         mine, theirs = self.to_dict(), other.to_dict()
         return [
             f"{key}: {mine[key]!r} != {theirs[key]!r}"
             for key in mine
-            if key != "extra" and _norm(mine[key]) != _norm(theirs[key])
+            if key != "extra"
+            and _norm(mine[key]) != _norm(theirs[key])
+            and not (key in RECORDED_LATER and (mine[key] is None or theirs[key] is None))
         ]
+
+    def encoder_settings(self) -> dict[str, Any]:
+        """The encoder settings that rebuild an encoder matching this fingerprint."""
+        from .settings import EncoderSettings
+
+        names = set(EncoderSettings.names("fingerprint")) | {"landmark_token_id"}
+        settings = {k: v for k, v in self.to_dict().items() if k in names and (v is not None or k == "granularity")}
+        if settings.get("max_tokens") == 0:  # recorded as 0: no cap
+            settings["max_tokens"] = None
+        return settings
 
 
 def _norm(value: Any) -> Any:

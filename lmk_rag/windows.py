@@ -65,7 +65,7 @@ def build_sequences(layout: Layout, max_length: int, overlap: int) -> Sequences:
     capacity = max_length - p
     for i in np.flatnonzero(~fits):
         c0, c1 = layout.chunk_offsets[i], layout.chunk_offsets[i + 1]
-        seq = layout.sequence(i)
+        seq = layout.sequence(int(i))
         seg = layout.segment[layout.seq_offsets[i] : layout.seq_offsets[i + 1]]
         chunk_len = layout.chunk_sizes[c0:c1] + 1
         windows = plan_windows(chunk_len, capacity, overlap)

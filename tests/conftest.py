@@ -55,8 +55,12 @@ def tiny_bert_dir(tmp_path_factory, bert_tokenizer) -> Path:
 
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
+        vocab_size=len(bert_tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
     )
     return _save(BertModel(config).eval(), bert_tokenizer, tmp_path_factory.mktemp("tiny_bert"))
 
@@ -67,12 +71,20 @@ def tiny_modernbert_dir(tmp_path_factory, bert_tokenizer) -> Path:
     from transformers import ModernBertConfig, ModernBertModel
 
     torch.manual_seed(0)
-    config = ModernBertConfig(
-        vocab_size=len(bert_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64, global_attn_every_n_layers=1,
-        local_attention=64, pad_token_id=bert_tokenizer.pad_token_id,
-        bos_token_id=bert_tokenizer.cls_token_id, eos_token_id=bert_tokenizer.sep_token_id,
-        cls_token_id=bert_tokenizer.cls_token_id, sep_token_id=bert_tokenizer.sep_token_id,
+    config = ModernBertConfig(  # type: ignore[call-arg]  # older keyword, still accepted at run time
+        vocab_size=len(bert_tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        global_attn_every_n_layers=1,
+        local_attention=64,
+        pad_token_id=bert_tokenizer.pad_token_id,
+        bos_token_id=bert_tokenizer.cls_token_id,
+        eos_token_id=bert_tokenizer.sep_token_id,
+        cls_token_id=bert_tokenizer.cls_token_id,
+        sep_token_id=bert_tokenizer.sep_token_id,
     )
     tok = bert_tokenizer.__class__.from_pretrained(bert_tokenizer.name_or_path)
     tok.model_max_length = 64
@@ -88,8 +100,12 @@ def bpe_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["</s>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["</s>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator([SAMPLE_TEXT] * 20, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="</s>")
 
@@ -100,7 +116,12 @@ def tiny_bpe_dir(tmp_path_factory, bpe_tokenizer) -> Path:
 
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(bpe_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128, pad_token_id=bpe_tokenizer.pad_token_id,
+        vocab_size=len(bpe_tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        pad_token_id=bpe_tokenizer.pad_token_id,
     )
     return _save(BertModel(config).eval(), bpe_tokenizer, tmp_path_factory.mktemp("tiny_bpe"))

@@ -17,9 +17,13 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 BASE = ["--model", "sentence-transformers/all-MiniLM-L6-v2"]
 
 
+pytestmark = pytest.mark.slow  # subprocesses: the real command line, model loads each time
+
+
 def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
 
 
 @pytest.fixture()
@@ -65,8 +69,20 @@ def test_kill_mid_ingest_then_resume_exactly_once(tmp_path):
     for i in range(40):
         (folder / f"doc{i:02d}.md").write_text(f"Document {i}.\n\n" + texts[i % len(texts)])
     uri = f"chroma:{tmp_path / 'idx'}"
-    cmd = [sys.executable, "-m", "lmk_rag.cli", "-v", "ingest", str(folder), "--index", uri, "--batch-docs", "2",
-           "--no-progress", *BASE]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lmk_rag.cli",
+        "-v",
+        "ingest",
+        str(folder),
+        "--index",
+        uri,
+        "--batch-docs",
+        "2",
+        "--no-progress",
+        *BASE,
+    ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=ENV)
     commits, deadline = 0, time.monotonic() + 240
     while commits < 3 and time.monotonic() < deadline:
@@ -101,13 +117,16 @@ def test_bad_files_are_skipped_with_reasons(tmp_path, docs):
     assert "6 documents in" in out.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["ingest", "/no/such/folder", "--index", "qdrant:/tmp/x"], "no such file or folder"),
-    (["ingest", str(CORPUS), "--index", "mysql://db"], "unknown index URI"),
-    (["search", "q", "--index", "chroma+http://"], "no host"),
-    (["search", "q", "--index", "qdrant:/definitely/not/here"], "no lmk-rag index"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["ingest", "/no/such/folder", "--index", "qdrant:/tmp/x"], "no such file or folder"),
+        (["ingest", str(CORPUS), "--index", "mysql://db"], "unknown index URI"),
+        (["search", "q", "--index", "chroma+http://"], "no host"),
+        (["search", "q", "--index", "qdrant:/definitely/not/here"], "no lmk-rag index"),
+    ],
+)
 def test_bad_paths_and_uris_exit_2_with_one_line(args, message):
     out = cli(*args)
     assert out.returncode == 2 and message in out.stderr
-    assert len([l for l in out.stderr.splitlines() if l.startswith("lmk-rag")]) == 1
+    assert len([line for line in out.stderr.splitlines() if line.startswith("lmk-rag")]) == 1

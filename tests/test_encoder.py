@@ -154,13 +154,20 @@ def test_prefixes(tiny_bert_dir):
 
 
 def test_hostile_inputs_give_finite_unit_vectors(encoder):
-    texts = ["   \n\t ", "\x00\x01\x07\x1b[31m control", "🚀🔥👩‍👩‍👧‍👦" * 30, "English, 中文, العربية, русский, हिन्दी", "[SEP]" * 50]
+    texts = [
+        "   \n\t ",
+        "\x00\x01\x07\x1b[31m control",
+        "🚀🔥👩‍👩‍👧‍👦" * 30,
+        "English, 中文, العربية, русский, हिन्दी",
+        "[SEP]" * 50,
+    ]
     X = encoder.encode(texts)
     assert unit_rows(X)
     for mv, text in zip(encoder.encode_multi(texts), texts):
         assert unit_rows(mv.vectors) and mv.spans[-1][1] == len(text)
 
 
+@pytest.mark.slow
 def test_one_megabyte_string(tiny_bert_dir):
     enc = LMKEncoder(tiny_bert_dir, device="cpu", max_batch_tokens=65536)
     text = ("Ein Satz, a sentence 🚀, 一句话. " * 40000)[: 1 << 20]
@@ -239,7 +246,13 @@ def test_encoders_share_loaded_model(tiny_bert_dir):
 
 @pytest.mark.parametrize(
     "texts, error",
-    [(None, TypeError), ("a bare string", TypeError), (["ok", 3], TypeError), (["ok", None], TypeError), (42, TypeError)],
+    [
+        (None, TypeError),
+        ("a bare string", TypeError),
+        (["ok", 3], TypeError),
+        (["ok", None], TypeError),
+        (42, TypeError),
+    ],
 )
 def test_bad_texts(encoder, texts, error):
     with pytest.raises(error, match="texts"):

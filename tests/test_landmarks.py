@@ -64,7 +64,7 @@ def layout_for(tokenizer, texts, k, cls, lmk):
 @pytest.mark.parametrize("k", [1, 3, 32, 64])
 def test_fixed_layout_matches_reference_wordpiece(bert_tokenizer, k):
     tok = bert_tokenizer
-    batch, layout = layout_for(tok, TEXTS, k, tok.cls_token_id, tok.sep_token_id)
+    _, layout = layout_for(tok, TEXTS, k, tok.cls_token_id, tok.sep_token_id)
     for i, text in enumerate(TEXTS):
         content = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         assert layout.sequence(i).tolist() == reference_layout(content, k, tok.cls_token_id, tok.sep_token_id)
@@ -74,7 +74,7 @@ def test_fixed_layout_matches_reference_wordpiece(bert_tokenizer, k):
 def test_fixed_layout_matches_reference_bpe_without_cls(bpe_tokenizer, k):
     tok = bpe_tokenizer
     eos = tok.eos_token_id
-    batch, layout = layout_for(tok, TEXTS, k, None, eos)
+    _, layout = layout_for(tok, TEXTS, k, None, eos)
     for i, text in enumerate(TEXTS):
         content = tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         assert layout.sequence(i).tolist() == reference_layout(content, k, None, eos)
@@ -139,7 +139,7 @@ def test_spans_contain_their_tokens(bert_tokenizer):
 def test_variable_k_per_text(bert_tokenizer):
     tok = bert_tokenizer
     batch = tokenize(tok, ["word " * 100, "word " * 100])
-    ends, offsets = fixed_chunk_ends(batch.n_tokens, np.array([10, 50]))
+    _, offsets = fixed_chunk_ends(batch.n_tokens, np.array([10, 50]))
     assert np.diff(offsets).tolist() == [10, 2]
 
 
@@ -187,7 +187,7 @@ def test_windows_cover_every_chunk_once(lengths, capacity, overlap):
     chunk_len = np.array(lengths)
     windows = plan_windows(chunk_len, capacity, overlap)
     assert windows[0][0] == 0 and windows[-1][1] == len(lengths)
-    for (a, b), (c, d) in zip(windows, windows[1:]):
+    for (a, b), (c, _) in zip(windows, windows[1:]):
         assert c > a and c <= b  # advances, and leaves no gap
         assert b - c <= max(overlap, 0) or c == a + 1
     for a, b in windows:

@@ -7,7 +7,19 @@ from .runner import EvalRow, evaluate
 from .tasks import RetrievalTask, beir_task, needle_tasks
 
 __all__ = [
-    "RetrievalTask", "needle_tasks", "beir_task", "read_folder", "python_docs", "default_haystack", "is_faq",
-    "NativePooling", "LandmarkPooling", "ChunkThenEmbed", "BM25", "parse_methods", "evaluate", "EvalRow",
+    "BM25",
+    "ChunkThenEmbed",
+    "EvalRow",
+    "LandmarkPooling",
+    "NativePooling",
+    "RetrievalTask",
+    "beir_task",
+    "default_haystack",
+    "evaluate",
+    "is_faq",
+    "needle_tasks",
+    "parse_methods",
+    "python_docs",
+    "read_folder",
     "write_report",
 ]

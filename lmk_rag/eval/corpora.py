@@ -12,6 +12,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInputError
 
 TEXT_SUFFIXES = (".txt", ".md", ".rst")
 _FAQ = re.compile(r"\bF\.?A\.?Q\.?s?\b|frequently[ -]asked", re.IGNORECASE)
@@ -40,7 +43,7 @@ def read_folder(folder: str | Path, suffixes: Iterable[str] = TEXT_SUFFIXES) -> 
     """Every readable UTF-8 text file under ``folder`` (sorted), FAQ pages dropped."""
     root = Path(folder)
     if not root.is_dir():
-        raise ValueError(f"text folder {str(folder)!r} does not exist or is not a folder")
+        raise InvalidInputError(f"text folder {str(folder)!r} does not exist or is not a folder")
     suffixes = tuple(suffixes)
     out = []
     for path in sorted(root.rglob("*")):
@@ -70,12 +73,13 @@ def package_readmes(min_chars: int = 2000) -> list[SourceText]:
     seen: set[str] = set()
     out = []
     for dist in distributions():
-        name = (dist.metadata.get("Name") or "").lower()
+        meta: Any = dist.metadata  # email.message.Message at run time
+        name = (meta.get("Name") or "").lower()
         if not name or name in seen:
             continue
         seen.add(name)
-        body = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None
-        body = body or dist.metadata.get("Description") or ""
+        body = meta.get_payload() if hasattr(meta, "get_payload") else None
+        body = body or meta.get("Description") or ""
         if len(body) >= min_chars and not is_faq(name, body):
             out.append(SourceText(f"readme/{name}", strip_faq_sections(body)))
     return sorted(out, key=lambda s: s.name)
@@ -106,16 +110,91 @@ def default_haystack(split: str = "eval") -> list[SourceText]:
 
 
 _STDLIB_MODULES = (
-    "argparse", "asyncio", "base64", "bisect", "calendar", "collections", "concurrent.futures", "configparser",
-    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email", "enum", "fractions",
-    "ftplib", "functools", "glob", "gzip", "hashlib", "heapq", "hmac", "html.parser", "http.client",
-    "http.server", "imaplib", "importlib", "inspect", "io", "ipaddress", "itertools", "json", "logging",
-    "mailbox", "math", "multiprocessing", "operator", "os", "pathlib", "pickle", "platform", "plistlib",
-    "pprint", "queue", "random", "re", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal",
-    "smtplib", "socket", "sqlite3", "ssl", "statistics", "string", "struct", "subprocess", "tarfile",
-    "tempfile", "textwrap", "threading", "time", "timeit", "tkinter", "tokenize", "traceback", "turtle",
-    "typing", "unittest", "urllib.parse", "urllib.request", "uuid", "venv", "warnings", "weakref",
-    "xml.etree.ElementTree", "zipfile", "zoneinfo",
+    "argparse",
+    "asyncio",
+    "base64",
+    "bisect",
+    "calendar",
+    "collections",
+    "concurrent.futures",
+    "configparser",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "email",
+    "enum",
+    "fractions",
+    "ftplib",
+    "functools",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "html.parser",
+    "http.client",
+    "http.server",
+    "imaplib",
+    "importlib",
+    "inspect",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "logging",
+    "mailbox",
+    "math",
+    "multiprocessing",
+    "operator",
+    "os",
+    "pathlib",
+    "pickle",
+    "platform",
+    "plistlib",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "sched",
+    "secrets",
+    "selectors",
+    "shelve",
+    "shlex",
+    "shutil",
+    "signal",
+    "smtplib",
+    "socket",
+    "sqlite3",
+    "ssl",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "time",
+    "timeit",
+    "tkinter",
+    "tokenize",
+    "traceback",
+    "turtle",
+    "typing",
+    "unittest",
+    "urllib.parse",
+    "urllib.request",
+    "uuid",
+    "venv",
+    "warnings",
+    "weakref",
+    "xml.etree.ElementTree",
+    "zipfile",
+    "zoneinfo",
 )
 
 
@@ -150,4 +229,6 @@ def training_texts() -> list[SourceText]:
     name the sections task uses), so no eval page is paraphrased in training.
     """
     sources = [s for s in python_docs() + package_readmes() if split_of(s.name) == "train"]
-    return sources + [s for s in stdlib_docstrings() if split_of(f"pydocs/library/{s.name.removeprefix('stdlib/')}") == "train"]
+    return sources + [
+        s for s in stdlib_docstrings() if split_of(f"pydocs/library/{s.name.removeprefix('stdlib/')}") == "train"
+    ]

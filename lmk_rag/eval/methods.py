@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..encoder import LMKEncoder
+from ..errors import InvalidInputError
 from ..landmarks import build_layout, fixed_chunk_ends
 from .tasks import RetrievalTask
 
@@ -162,7 +163,7 @@ def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]
         spec = raw.strip()
         m = _SPEC.match(spec)
         if not m:
-            raise ValueError(f"unknown method {spec!r}; use {METHOD_HELP}")
+            raise InvalidInputError(f"unknown method {spec!r}; use {METHOD_HELP}")
         kind, arg, model = m.groups()
         kwargs = {**encoder_kwargs, "model": model} if model else encoder_kwargs
         if kind in ("cls", "mean"):

@@ -7,7 +7,9 @@ import numpy as np
 MEASURES = {"nDCG@10": "nDCG@10", "R@10": "R@10", "MRR": "RR", "top1": "Success@1"}
 
 
-def score_run(scores: np.ndarray, query_ids: list[str], doc_ids: list[str], depth: int = 100) -> dict[str, dict[str, float]]:
+def score_run(
+    scores: np.ndarray, query_ids: list[str], doc_ids: list[str], depth: int = 100
+) -> dict[str, dict[str, float]]:
     """Score matrix -> TREC-style run ``{qid: {doc_id: score}}`` of the top ``depth`` docs."""
     run = {}
     depth = min(depth, scores.shape[1])

@@ -35,20 +35,31 @@ def markdown(rows: Sequence[EvalRow], title: str, command: str | None = None) ->
     for row in rows:
         by_task[row.task].append(row)
     for task, task_rows in by_task.items():
-        lines += [f"## {task}", "", "| method | " + " | ".join(COLUMNS) + " | vectors/doc | encode s | tok/s |",
-                  "|---|" + "---:|" * (len(COLUMNS) + 3)]
+        lines += [
+            f"## {task}",
+            "",
+            "| method | " + " | ".join(COLUMNS) + " | vectors/doc | encode s | tok/s |",
+            "|---|" + "---:|" * (len(COLUMNS) + 3),
+        ]
         for r in task_rows:
             cells = [_fmt(r.metrics.get(c)) for c in COLUMNS]
-            lines.append(f"| {r.method} | " + " | ".join(cells)
-                         + f" | {r.vectors_per_doc:.1f} | {r.encode_seconds:.1f} | {r.tokens_per_second:.0f} |")
+            lines.append(
+                f"| {r.method} | "
+                + " | ".join(cells)
+                + f" | {r.vectors_per_doc:.1f} | {r.encode_seconds:.1f} | {r.tokens_per_second:.0f} |"
+            )
         lines.append("")
     for key, label in (("length", "document length (tokens)"), ("position", "needle position")):
         table = breakdown(rows, key)
         if not table:
             continue
         values = sorted({v for d in table.values() for v in d})
-        lines += [f"## top-1 accuracy by {label}", "",
-                  "| method | " + " | ".join(f"{v:g}" for v in values) + " |", "|---|" + "---:|" * len(values)]
+        lines += [
+            f"## top-1 accuracy by {label}",
+            "",
+            "| method | " + " | ".join(f"{v:g}" for v in values) + " |",
+            "|---|" + "---:|" * len(values),
+        ]
         for method, d in table.items():
             lines.append(f"| {method} | " + " | ".join(_fmt(d.get(v)) for v in values) + " |")
         lines.append("")
@@ -65,7 +76,7 @@ def plot(rows: Sequence[EvalRow], key: str, path: Path, xlabel: str, logx: bool 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.8), dpi=120)
-    colors = plt.get_cmap("tab20").colors
+    colors = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
     for i, (method, d) in enumerate(table.items()):
         style = "--" if method.startswith(("chunk", "bm25")) else "-"
         ax.plot(list(d), list(d.values()), style, marker="o", label=method, color=colors[(2 * i) % 20 + (i // 10) % 2])
@@ -85,20 +96,30 @@ def plot(rows: Sequence[EvalRow], key: str, path: Path, xlabel: str, logx: bool 
 
 
 def write_report(
-    rows: Sequence[EvalRow], out_dir: str | Path, title: str = "lmk-rag eval",
-    command: str | None = None, settings: dict | None = None,
+    rows: Sequence[EvalRow],
+    out_dir: str | Path,
+    title: str = "lmk-rag eval",
+    command: str | None = None,
+    settings: dict | None = None,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out / "report.md", "json": out / "report.json"}
     paths["markdown"].write_text(markdown(rows, title, command), encoding="utf-8")
-    payload = {"title": title, "command": command, "settings": settings or {},
-               "rows": [{k: v for k, v in r.to_dict().items() if k not in ("per_query", "query_meta")} for r in rows],
-               "by_length": breakdown(rows, "length"), "by_position": breakdown(rows, "position")}
+    payload = {
+        "title": title,
+        "command": command,
+        "settings": settings or {},
+        "rows": [{k: v for k, v in r.to_dict().items() if k not in ("per_query", "query_meta")} for r in rows],
+        "by_length": breakdown(rows, "length"),
+        "by_position": breakdown(rows, "position"),
+    }
     paths["json"].write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    for key, name, label, logx in (("position", "accuracy_by_position.png", "relative needle position", False),
-                                   ("length", "accuracy_by_length.png", "document length (tokens)", True)):
+    for key, name, label, logx in (
+        ("position", "accuracy_by_position.png", "relative needle position", False),
+        ("length", "accuracy_by_length.png", "document length (tokens)", True),
+    ):
         p = plot(rows, key, out / name, label, logx)
         if p:
             paths[key] = p

@@ -49,8 +49,16 @@ def evaluate(tasks: Sequence[RetrievalTask], methods: Sequence[Method], progress
                         per_query.setdefault(qid, {})["passage_hit@1"] = hit
                     aggregate["passage_hit@1"] = sum(hits.values()) / max(len(hits), 1)
                 rows.append(
-                    EvalRow(task.name, result.method + getattr(method, "suffix", ""), aggregate, result.encode_seconds, result.tokens,
-                            result.vectors_per_doc, per_query, task.query_meta)
+                    EvalRow(
+                        task.name,
+                        result.method + getattr(method, "suffix", ""),
+                        aggregate,
+                        result.encode_seconds,
+                        result.tokens,
+                        result.vectors_per_doc,
+                        per_query,
+                        task.query_meta,
+                    )
                 )
             bar.update(1)
     bar.close()

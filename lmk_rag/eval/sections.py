@@ -21,9 +21,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from .corpora import SourceText, is_faq, split_of
 from .tasks import RetrievalTask, TokenCounter
 
@@ -83,7 +85,12 @@ def parse_rst(name: str, source: str) -> Page:
         t = i + 1 if overline else i
         title = lines[t].strip() if t < len(lines) else ""
         under = lines[t + 1] if t + 1 < len(lines) else ""
-        if title and not _ADORNMENT.match(lines[t]) and _ADORNMENT.match(under) and len(under.strip()) >= len(title) - 1:
+        if (
+            title
+            and not _ADORNMENT.match(lines[t])
+            and _ADORNMENT.match(under)
+            and len(under.strip()) >= len(title) - 1
+        ):
             key = (under.strip()[0], overline)
             level = styles.setdefault(key, len(styles))
             clean = " ".join(_inline(title).split())
@@ -116,7 +123,7 @@ def python_docs_folder() -> Path:
     for candidate in candidates:
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
-    raise ValueError(
+    raise InvalidInputError(
         "no Python documentation sources found: set LMK_PYTHON_DOCS to a CPython Doc/ folder or a Sphinx "
         "_sources folder (Debian/Ubuntu: apt-get install python3.11-doc, or apt-get download python3.11-doc "
         "&& dpkg -x python3.11-doc_*.deb DIR, then DIR/usr/share/doc/python3.11/html/_sources)"
@@ -129,10 +136,10 @@ def read_rst_pages(folder: str | Path | None = None, split: str | None = None) -
     ``split`` ('train' or 'eval') keeps one half of the pages, by a stable hash of the name.
     """
     if split not in (None, "train", "eval"):
-        raise ValueError(f"split must be 'train', 'eval' or None, got {split!r}")
+        raise InvalidInputError(f"split must be 'train', 'eval' or None, got {split!r}")
     root = Path(folder) if folder is not None else python_docs_folder()
     if not root.is_dir():
-        raise ValueError(f"docs folder {str(root)!r} does not exist or is not a folder")
+        raise InvalidInputError(f"docs folder {str(root)!r} does not exist or is not a folder")
     pages = []
     for path in sorted(root.rglob("*")):
         if not path.is_file() or not (path.name.endswith(".rst") or path.name.endswith(".rst.txt")):
@@ -163,13 +170,15 @@ def _length_bucket(tokens: int) -> float:
 
 def _good_query(title: str) -> bool:
     words = re.findall(r"[A-Za-z]{2,}", title)
-    return len(words) >= 3 or title.endswith("?") and len(words) >= 2
+    return len(words) >= 3 or (title.endswith("?") and len(words) >= 2)
 
 
 def query_sections(pages: Sequence[Page], min_body_chars: int = 300) -> list[tuple[Page, Section]]:
     """Sections whose heading reads as a query: >= 3 words, a real body, unique across pages."""
     candidates = [
-        (page, s) for page in pages for s in page.sections
+        (page, s)
+        for page in pages
+        for s in page.sections
         if s.level > 0 and _good_query(s.title) and len(page.text[s.start : s.end].strip()) >= min_body_chars
     ]
     counts = Counter(s.title.lower() for _, s in candidates)
@@ -190,13 +199,17 @@ def section_task(
     tokens = count_tokens([p.text for p in pages])
     long_pages = [p for p, n in zip(pages, tokens) if min_doc_tokens <= n <= max_doc_tokens]
     if not long_pages:
-        raise ValueError(f"no page has {min_doc_tokens}..{max_doc_tokens} tokens; give a larger docs folder")
+        raise InvalidInputError(f"no page has {min_doc_tokens}..{max_doc_tokens} tokens; give a larger docs folder")
     page_tokens = dict(zip([p.name for p in pages], tokens.tolist()))
     rng = random.Random(seed)
     by_page: dict[str, list[Section]] = {}
     for page, section in query_sections(long_pages):
         by_page.setdefault(page.name, []).append(section)
-    qids, queries, qrels, answers, meta = [], [], {}, {}, {}
+    qids: list[str] = []
+    queries: list[str] = []
+    qrels: dict[str, dict[str, int]] = {}
+    answers: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
     for page in long_pages:
         picked = by_page.get(page.name, [])
         if len(picked) > max_queries_per_doc:
@@ -207,12 +220,15 @@ def section_task(
             queries.append(section.title)
             qrels[qid] = {page.name: 1}
             answers[qid] = (page.name, section.start, section.end)
-            meta[qid] = {"position": round(4 * section.start / max(len(page.text), 1)) / 4,
-                         "length": _length_bucket(page_tokens[page.name])}
+            meta[qid] = {
+                "position": round(4 * section.start / max(len(page.text), 1)) / 4,
+                "length": _length_bucket(page_tokens[page.name]),
+            }
     if not qids:
-        raise ValueError("no section heading qualifies as a query; give a larger docs folder")
-    return RetrievalTask(name, [p.name for p in long_pages], [p.text for p in long_pages], qids, queries, qrels,
-                         answers, meta)
+        raise InvalidInputError("no section heading qualifies as a query; give a larger docs folder")
+    return RetrievalTask(
+        name, [p.name for p in long_pages], [p.text for p in long_pages], qids, queries, qrels, answers, meta
+    )
 
 
 def short_section_task(
@@ -229,11 +245,15 @@ def short_section_task(
     tokens = count_tokens(bodies) if bodies else np.zeros(0, dtype=int)
     keep = [i for i, n in enumerate(tokens) if min_tokens <= n <= max_tokens]
     if not keep:
-        raise ValueError(f"no section body has {min_tokens}..{max_tokens} tokens; give a larger docs folder")
+        raise InvalidInputError(f"no section body has {min_tokens}..{max_tokens} tokens; give a larger docs folder")
     doc_ids = [f"{sections[i][0].name}#{j}" for j, i in enumerate(keep)]
     qids = [f"q{j}" for j in range(len(keep))]
     return RetrievalTask(
-        name, doc_ids, [bodies[i] for i in keep], qids, [sections[i][1].title for i in keep],
+        name,
+        doc_ids,
+        [bodies[i] for i in keep],
+        qids,
+        [sections[i][1].title for i in keep],
         {q: {d: 1} for q, d in zip(qids, doc_ids)},
         query_meta={q: {"length": _length_bucket(tokens[i])} for q, i in zip(qids, keep)},
     )

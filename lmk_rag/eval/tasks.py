@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..sentences import sentence_starts
 from .corpora import SourceText, is_faq
 
@@ -36,15 +37,48 @@ class RetrievalTask:
 
     def __post_init__(self) -> None:
         if len(self.doc_ids) != len(self.doc_texts) or len(self.query_ids) != len(self.query_texts):
-            raise ValueError(f"task {self.name!r}: ids and texts differ in length")
+            raise InvalidInputError(f"task {self.name!r}: ids and texts differ in length")
         if len(set(self.doc_ids)) != len(self.doc_ids):
-            raise ValueError(f"task {self.name!r}: duplicate document ids")
+            raise InvalidInputError(f"task {self.name!r}: duplicate document ids")
 
 
 _NAMES = [
-    "Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",
-    "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tariq", "Ulla", "Viktor", "Wanda", "Xavier",
-    "Yara", "Zoltan", "Amara", "Björn", "Carmen", "Dev", "Esme", "Felix", "Gaia", "Hamid", "Iris", "Jules",
+    "Alice",
+    "Bruno",
+    "Chiara",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Sven",
+    "Tariq",
+    "Ulla",
+    "Viktor",
+    "Wanda",
+    "Xavier",
+    "Yara",
+    "Zoltan",
+    "Amara",
+    "Björn",
+    "Carmen",
+    "Dev",
+    "Esme",
+    "Felix",
+    "Gaia",
+    "Hamid",
+    "Iris",
+    "Jules",
 ]
 _PASSKEY_ITEMS = ["locker", "safe", "bicycle lock", "garage door", "suitcase", "filing cabinet", "mailbox", "gate"]
 _FACTS = {
@@ -60,13 +94,15 @@ def _needles(kind: str, n: int, rng: random.Random) -> list[tuple[str, str, str]
     """n unique (needle sentence, query, answer) triples."""
     pairs = [(name, item) for name in _NAMES for item in (_PASSKEY_ITEMS if kind == "passkey" else list(_FACTS))]
     if n > len(pairs):
-        raise ValueError(f"at most {len(pairs)} {kind} documents per length, asked for {n}")
+        raise InvalidInputError(f"at most {len(pairs)} {kind} documents per length, asked for {n}")
     rng.shuffle(pairs)
     out = []
     for name, item in pairs[:n]:
         if kind == "passkey":
             code = str(rng.randrange(10000, 99999))
-            out.append((f"The passkey for {name}'s {item} is {code}.", f"What is the passkey for {name}'s {item}?", code))
+            out.append(
+                (f"The passkey for {name}'s {item} is {code}.", f"What is the passkey for {name}'s {item}?", code)
+            )
         else:
             value = rng.choice(_FACTS[item])
             out.append((f"{name}'s {item} is {value}.", f"What is {name}'s {item}?", value))
@@ -83,7 +119,9 @@ def _sentence_pool(haystack: Sequence[SourceText]) -> list[str]:
             if 3 <= len(s.split()) <= 80:
                 sentences.append(s)
     if len(sentences) < 50:
-        raise ValueError("the haystack has too little prose (fewer than 50 sentences); give a larger text folder")
+        raise InvalidInputError(
+            "the haystack has too little prose (fewer than 50 sentences); give a larger text folder"
+        )
     return sentences
 
 
@@ -101,9 +139,9 @@ def needle_tasks(
     one unique fact inserted at a relative position (cycled through ``positions``); each query
     asks for one document's fact. Deterministic for a given seed and haystack."""
     if kind not in ("passkey", "needle"):
-        raise ValueError(f"kind must be 'passkey' or 'needle', got {kind!r}")
+        raise InvalidInputError(f"kind must be 'passkey' or 'needle', got {kind!r}")
     if not positions or any(not 0.0 <= p <= 1.0 for p in positions):
-        raise ValueError("positions must be relative positions between 0.0 and 1.0")
+        raise InvalidInputError("positions must be relative positions between 0.0 and 1.0")
     pool = _sentence_pool(haystack)
     pool_tokens = count_tokens(pool)
     rng = random.Random(seed)
@@ -115,7 +153,8 @@ def needle_tasks(
         qrels, answers, meta = {}, {}, {}
         for j, ((needle, query, answer), n_tok) in enumerate(zip(needles, needle_tokens)):
             start = rng.randrange(len(pool))
-            picked, total, i = [], int(n_tok), start
+            picked: list[str] = []
+            total, i = int(n_tok), start
             while total < length and len(picked) < len(pool):
                 picked.append(pool[i % len(pool)])
                 total += int(pool_tokens[i % len(pool)])
@@ -151,7 +190,7 @@ def beir_task(folder: str | Path, split: str = "test", name: str | None = None) 
     root = Path(folder)
     for required in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
         if not (root / required).is_file():
-            raise ValueError(f"{str(root)!r} is not a BEIR folder: {required} is missing")
+            raise InvalidInputError(f"{str(root)!r} is not a BEIR folder: {required} is missing")
     corpus = [d for d in _read_jsonl(root / "corpus.jsonl") if not is_faq(str(d.get("title", "")), d.get("text", ""))]
     doc_ids = [str(d["_id"]) for d in corpus]
     doc_texts = [(d.get("title", "") + "\n\n" + d.get("text", "")).strip() for d in corpus]

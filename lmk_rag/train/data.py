@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..sentences import sentence_starts
 
 if TYPE_CHECKING:
@@ -40,10 +41,10 @@ def load_pairs(path: str | Path) -> list[Pair]:
             if isinstance(negative, list):
                 negative = negative[0] if negative else None
             if not isinstance(query, str) or not isinstance(positive, str):
-                raise ValueError(f"{path}:{n}: each line needs string 'query' and 'positive' fields")
+                raise InvalidInputError(f"{path}:{n}: each line needs string 'query' and 'positive' fields")
             pairs.append(Pair(query, positive, negative if isinstance(negative, str) else None))
     if not pairs:
-        raise ValueError(f"{path}: no training pairs found")
+        raise InvalidInputError(f"{path}: no training pairs found")
     return pairs
 
 
@@ -108,8 +109,9 @@ def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_c
     for page, section in query_sections(pages):
         size = rng.randint(min_chars, max_chars)
         start, positive = passage(page.text, max(0, section.start - rng.randint(0, size // 5)), size)
-        others = [s.start for s in page.sections
-                  if s.start + size <= start or s.start >= start + size + 1]  # passages that miss the positive
+        others = [
+            s.start for s in page.sections if s.start + size <= start or s.start >= start + size + 1
+        ]  # passages that miss the positive
         negative = passage(page.text, rng.choice(others), size)[1] if others else ""
         if positive:
             pairs.append(Pair(section.title, positive, negative or None))

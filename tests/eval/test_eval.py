@@ -22,8 +22,15 @@ def counter(encoder):
 
 @pytest.fixture(scope="module")
 def small_tasks(counter):
-    return needle_tasks(default_haystack("eval"), counter, lengths=[256, 512], positions=[0.0, 0.5, 1.0],
-                        docs_per_length=6, kind="needle", seed=1)
+    return needle_tasks(
+        default_haystack("eval"),
+        counter,
+        lengths=[256, 512],
+        positions=[0.0, 0.5, 1.0],
+        docs_per_length=6,
+        kind="needle",
+        seed=1,
+    )
 
 
 def test_metrics_match_hand_computed_values():
@@ -36,14 +43,26 @@ def test_metrics_match_hand_computed_values():
     assert per_query["q2"]["MRR"] == 0.5 and per_query["q2"]["top1"] == 0.0
     assert per_query["q2"]["nDCG@10"] == pytest.approx(1 / np.log2(3))
     assert agg["MRR"] == pytest.approx(0.75) and agg["top1"] == pytest.approx(0.5)
-    hits = passage_hits(scores, ["q1", "q2"], ["d1", "d2", "d3"], {"q1": ("d1", 10, 15), "q2": ("d3", 0, 4)},
-                        {(0, 0): (5, 20), (1, 0): (0, 4)})
+    hits = passage_hits(
+        scores,
+        ["q1", "q2"],
+        ["d1", "d2", "d3"],
+        {"q1": ("d1", 10, 15), "q2": ("d3", 0, 4)},
+        {(0, 0): (5, 20), (1, 0): (0, 4)},
+    )
     assert hits == {"q1": 1.0, "q2": 0.0}
 
 
 def test_needle_tasks_are_deterministic_and_place_the_answer(small_tasks, counter):
-    again = needle_tasks(default_haystack("eval"), counter, lengths=[256, 512], positions=[0.0, 0.5, 1.0],
-                         docs_per_length=6, kind="needle", seed=1)
+    again = needle_tasks(
+        default_haystack("eval"),
+        counter,
+        lengths=[256, 512],
+        positions=[0.0, 0.5, 1.0],
+        docs_per_length=6,
+        kind="needle",
+        seed=1,
+    )
     assert [t.doc_texts for t in again] == [t.doc_texts for t in small_tasks]
     for task in small_tasks:
         tokens = counter(task.doc_texts)
@@ -54,14 +73,21 @@ def test_needle_tasks_are_deterministic_and_place_the_answer(small_tasks, counte
             text = task.doc_texts[task.doc_ids.index(doc_id)]
             answer = text[a:b]
             assert answer and answer in text
-            assert query.rstrip("?").split("What is ")[1].split("'s")[0] in text[max(0, a - 80):b]
+            assert query.rstrip("?").split("What is ")[1].split("'s")[0] in text[max(0, a - 80) : b]
             relative = a / len(text)
             assert abs(relative - task.query_meta[qid]["position"]) < 0.25
 
 
 def test_planted_passkey_found_by_chunks_and_bm25(counter):
-    tasks = needle_tasks(default_haystack("eval"), counter, lengths=[256, 512], positions=[0.0, 0.5, 1.0],
-                         docs_per_length=6, kind="passkey", seed=1)
+    tasks = needle_tasks(
+        default_haystack("eval"),
+        counter,
+        lengths=[256, 512],
+        positions=[0.0, 0.5, 1.0],
+        docs_per_length=6,
+        kind="passkey",
+        seed=1,
+    )
     rows = evaluate(tasks, parse_methods("chunk:32,bm25", device="cpu"), progress=False)
     by = {(r.task, r.method): r.metrics for r in rows}
     for task in ("passkey-256", "passkey-512"):
@@ -76,8 +102,15 @@ def test_all_methods_report_and_plots(small_tasks, tmp_path):
     methods = parse_methods("cls,mean,lmk:32,chunk:128,bm25", device="cpu")
     rows = evaluate(small_tasks[:1], methods, progress=False)
     names = {r.method for r in rows}
-    assert names == {"cls-truncated", "mean-truncated", "lmk-k32", "lmk-multi-k32", "chunk-max-128",
-                     "chunk-avg-128", "bm25"}
+    assert names == {
+        "cls-truncated",
+        "mean-truncated",
+        "lmk-k32",
+        "lmk-multi-k32",
+        "chunk-max-128",
+        "chunk-avg-128",
+        "bm25",
+    }
     for r in rows:
         assert 0.0 <= r.metrics["top1"] <= r.metrics["R@10"] <= 1.0 and r.tokens > 0
     paths = write_report(rows, tmp_path, command="lmk-rag eval ...")
@@ -100,7 +133,9 @@ def test_beir_folder(tmp_path):
         {"_id": "d3", "title": "FAQ", "text": "Frequently asked questions about tides."},
     ]
     (tmp_path / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus))
-    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "when are spring tides"}\n{"_id": "q9", "text": "x"}')
+    (tmp_path / "queries.jsonl").write_text(
+        '{"_id": "q1", "text": "when are spring tides"}\n{"_id": "q9", "text": "x"}'
+    )
     (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td3\t1\n")
     (tmp_path / "spans.jsonl").write_text('{"query_id": "q1", "doc_id": "d1", "start": 7, "end": 19}')
     task = beir_task(tmp_path)
@@ -131,11 +166,27 @@ def test_bad_method_and_task_specs(counter):
         needle_tasks([SourceText("a", "One sentence only.")], counter)
 
 
+@pytest.mark.slow
 def test_cli_eval_end_to_end(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "lmk_rag.cli", "eval", "--device", "cpu", "--methods", "lmk:64,bm25",
-           "--lengths", "256", "--docs-per-length", "4", "--out", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lmk_rag.cli",
+        "eval",
+        "--device",
+        "cpu",
+        "--methods",
+        "lmk:64,bm25",
+        "--lengths",
+        "256",
+        "--docs-per-length",
+        "4",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| lmk-multi-k64 |" in proc.stdout and (out / "accuracy_by_length.png").is_file()

@@ -65,8 +65,12 @@ def test_parse_rst_removes_headings_and_meta_and_records_sections():
         assert gone not in page.text
     assert "see tides.predict and tide_table." in page.text  # roles and literals as their text
     titles = [(s.title, s.level) for s in page.sections]
-    assert titles == [("Tides HOWTO", 0), ("How the Moon raises the sea", 1),
-                      ("Spring and neap tides explained", 1), ("Small", 2)]
+    assert titles == [
+        ("Tides HOWTO", 0),
+        ("How the Moon raises the sea", 1),
+        ("Spring and neap tides explained", 1),
+        ("Small", 2),
+    ]
     moon, spring = page.sections[1], page.sections[2]
     assert page.text[moon.start : moon.end].strip().startswith("The Moon's gravity")
     assert "amoon59" in page.text[moon.start : moon.end] and "aspring0" not in page.text[moon.start : moon.end]
@@ -79,7 +83,8 @@ def docs_folder(tmp_path):
     for i in range(12):
         (root / "library").mkdir(parents=True, exist_ok=True)
         (root / "library" / f"mod{i}.rst.txt").write_text(
-            make_page(f"p{i}").replace("Moon raises", f"Moon {i} raises").replace("neap tides", f"neap {i} tides"))
+            make_page(f"p{i}").replace("Moon raises", f"Moon {i} raises").replace("neap tides", f"neap {i} tides")
+        )
     (root / "faq").mkdir()
     (root / "faq" / "general.rst.txt").write_text(make_page("faq"))
     (root / "reference").mkdir()
@@ -141,20 +146,44 @@ def test_short_section_task_and_training_pairs(docs_folder):
         assert key in pair.positive and pair.query not in pair.positive
 
 
+@pytest.mark.slow
 def test_cli_sections_task(tmp_path, tiny_bert_dir):
     docs_folder = tmp_path / "docs"
     docs_folder.mkdir()
     for i in range(8):  # plain words: sections of well under 256 tokens
         page = PAGE.format(body1="ocean " * 60, body2="moon " * 60, body3="x")
-        (docs_folder / f"page{i}.rst").write_text(page.replace("Moon raises", f"Moon{i} raises").replace("neap", f"neap{i}"))
+        (docs_folder / f"page{i}.rst").write_text(
+            page.replace("Moon raises", f"Moon{i} raises").replace("neap", f"neap{i}")
+        )
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "lmk_rag.cli", "eval", "--device", "cpu", "--model", str(tiny_bert_dir),
-           "--methods", "lmk:16,chunk:16,bm25", "--task", "sections-short", "--docs-folder", str(docs_folder),
-           "--out", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lmk_rag.cli",
+        "eval",
+        "--device",
+        "cpu",
+        "--model",
+        str(tiny_bert_dir),
+        "--methods",
+        "lmk:16,chunk:16,bm25",
+        "--task",
+        "sections-short",
+        "--docs-folder",
+        str(docs_folder),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "docs-sections-short" in proc.stdout and "| bm25 |" in proc.stdout
-    bad = subprocess.run(cmd[:-5] + ["--docs-folder", str(tmp_path / "none"), "--out", str(out)],
-                         capture_output=True, text=True, timeout=120, env=env)
+    bad = subprocess.run(
+        cmd[:-5] + ["--docs-folder", str(tmp_path / "none"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert bad.returncode == 2 and "does not exist" in bad.stderr

@@ -33,8 +33,11 @@ def chroma_server(tmp_path_factory):
         chroma = Path(shutil.which("chroma") or "chroma")
     port = _free_port()
     folder = tmp_path_factory.mktemp("chroma_server")
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(folder), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(folder), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import chromadb
 
     deadline = time.monotonic() + 60

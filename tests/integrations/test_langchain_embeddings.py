@@ -89,11 +89,13 @@ def test_in_memory_vector_store_in_an_lcel_chain():
     from langchain_core.vectorstores import InMemoryVectorStore
 
     store = InMemoryVectorStore(LMKEmbeddings(device="cpu"))
-    store.add_documents([
-        Document(page_content="Sourdough starter is fed with flour and water every day.", id="bread"),
-        Document(page_content="Spring tides happen at new and full moon.", id="tides"),
-        Document(page_content="A bicycle chain needs one drop of oil per roller.", id="bike"),
-    ])
+    store.add_documents(
+        [
+            Document(page_content="Sourdough starter is fed with flour and water every day.", id="bread"),
+            Document(page_content="Spring tides happen at new and full moon.", id="tides"),
+            Document(page_content="A bicycle chain needs one drop of oil per roller.", id="bike"),
+        ]
+    )
     retriever = store.as_retriever(search_kwargs={"k": 1})
     seen: list[str] = []
 

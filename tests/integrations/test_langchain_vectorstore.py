@@ -95,7 +95,11 @@ def test_document_mode_and_store_retriever_return_whole_documents():
 def test_from_texts_and_bad_index():
     from langchain_lmk import LMKEmbeddings
 
-    store = LMKVectorStore.from_texts(["alpha text", "beta text"], LMKEmbeddings(model="sentence-transformers/all-MiniLM-L6-v2", device="cpu"), ids=["a", "b"])
+    store = LMKVectorStore.from_texts(
+        ["alpha text", "beta text"],
+        LMKEmbeddings(model="sentence-transformers/all-MiniLM-L6-v2", device="cpu"),
+        ids=["a", "b"],
+    )
     assert store.similarity_search("alpha", k=1) == [Document(id="a", page_content="alpha text", metadata={})]
     with pytest.raises(TypeError, match="index must be"):
         LMKVectorStore(index="not an index")

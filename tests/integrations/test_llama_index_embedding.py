@@ -7,9 +7,8 @@ from llama_index.core import Document, Settings, VectorStoreIndex
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
-from pydantic import ValidationError
-
 from llama_index.embeddings.lmk import LMKEmbedding
+from pydantic import ValidationError
 
 DOCS = [
     Document(text="Sourdough starter is fed with flour and water every day.", id_="bread"),

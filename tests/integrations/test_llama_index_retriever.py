@@ -9,8 +9,8 @@ from llama_index.core import SimpleDirectoryReader
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeRelationship
-
 from llama_index.retrievers.lmk import LMKRetriever, ingest_documents
+
 from lmk_rag import LMKEncoder
 from lmk_rag.index import QdrantIndex
 

@@ -4,4 +4,4 @@ from .embeddings import LMKEmbeddings
 from .retrievers import LMKRetriever
 from .vectorstores import LMKVectorStore
 
-__all__ = ["LMKEmbeddings", "LMKVectorStore", "LMKRetriever"]
+__all__ = ["LMKEmbeddings", "LMKRetriever", "LMKVectorStore"]

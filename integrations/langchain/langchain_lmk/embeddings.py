@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from lmk_rag.errors import InvalidTypeError, MissingDependencyError
+
 try:
     from langchain_core.embeddings import Embeddings
     from langchain_core.runnables.config import run_in_executor
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("langchain_lmk needs langchain-core: pip install 'lmk-rag[langchain]'") from exc
+    raise MissingDependencyError("langchain_lmk needs langchain-core: pip install 'lmk-rag[langchain]'") from exc
 
 from lmk_rag.framework_fields import LMKEncoderFields
 
@@ -33,7 +35,7 @@ class LMKEmbeddings(LMKEncoderFields, Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """Embed one query (``query_prefix`` applied)."""
         if not isinstance(text, str):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
+            raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
         return self.encoder.encode_query(text).tolist()
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

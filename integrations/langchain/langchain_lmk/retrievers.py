@@ -31,10 +31,12 @@ class LMKRetriever(BaseRetriever):
     neighbours: int = Field(default=0, ge=0, description="Landmarks to widen each passage by, each side.")
     filter: dict[str, Any] | None = Field(default=None, description="Metadata equality filter (AND).")
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                **kwargs: Any) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
         k = kwargs.get("k", self.k)
-        hits = self.index.search(query, k=k, filter=kwargs.get("filter", self.filter), mode=self.search_mode,
-                                 neighbours=self.neighbours)
+        hits = self.index.search(
+            query, k=k, filter=kwargs.get("filter", self.filter), mode=self.search_mode, neighbours=self.neighbours
+        )
         convert = hit_to_passage if self.mode == "passage" else hit_to_document
         return [convert(h) for h in hits]

@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
 
 
@@ -18,8 +19,14 @@ def hit_to_document(hit: Hit) -> Document:
 
 def hit_to_passage(hit: Hit) -> Document:
     """The matched passage as content; parent id, span, landmark and score in metadata."""
-    meta = {**hit.metadata, "parent_id": hit.id, "span_start": hit.span[0], "span_end": hit.span[1],
-            "landmark": hit.landmark, "score": hit.score}
+    meta = {
+        **hit.metadata,
+        "parent_id": hit.id,
+        "span_start": hit.span[0],
+        "span_end": hit.span[1],
+        "landmark": hit.landmark,
+        "score": hit.score,
+    }
     return Document(id=f"{hit.id}#{hit.landmark}", page_content=hit.passage, metadata=meta)
 
 
@@ -41,9 +48,9 @@ class LMKVectorStore(VectorStore):
 
     def __init__(self, index: MultiVectorIndex, search_mode: str = "maxsim") -> None:
         if not isinstance(index, MultiVectorIndex):
-            raise TypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
+            raise InvalidTypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
         if search_mode not in index.modes:
-            raise ValueError(f"search_mode must be one of {index.modes}, got {search_mode!r}")
+            raise InvalidInputError(f"search_mode must be one of {index.modes}, got {search_mode!r}")
         self.index = index
         self.search_mode = search_mode
 
@@ -51,8 +58,9 @@ class LMKVectorStore(VectorStore):
     def embeddings(self) -> Embeddings | None:
         return None  # the index encodes with its own LMKEncoder (self.index.encoder)
 
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
-                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
+    ) -> list[str]:
         texts = list(texts)
         if ids is not None:
             ids = [i if i is not None else _new_id() for i in ids]
@@ -66,15 +74,16 @@ class LMKVectorStore(VectorStore):
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         if ids is None:
-            raise ValueError("delete needs ids; to drop everything, delete the index's collection")
+            raise InvalidInputError("delete needs ids; to drop everything, delete the index's collection")
         self.index.delete(ids)
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         return [Document(id=d.id, page_content=d.text, metadata=dict(d.metadata)) for d in self.index.get(list(ids))]
 
-    def similarity_search_with_score(self, query: str, k: int = 4, filter: dict | None = None,
-                                     **kwargs: Any) -> list[tuple[Document, float]]:
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
         hits = self.index.search(query, k=k, filter=filter, mode=kwargs.get("search_mode", self.search_mode))
         return [(hit_to_document(h), h.score) for h in hits]
 
@@ -84,15 +93,24 @@ class LMKVectorStore(VectorStore):
     def _select_relevance_score_fn(self):
         return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
 
-    def search_passages(self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0) -> list[Document]:
+    def search_passages(
+        self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0
+    ) -> list[Document]:
         """The best passage of each of the k best documents (see :func:`hit_to_passage`)."""
         hits = self.index.search(query, k=k, filter=filter, mode=self.search_mode, neighbours=neighbours)
         return [hit_to_passage(h) for h in hits]
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None,
-                   *, ids: list[str] | None = None, index: MultiVectorIndex | None = None,
-                   **kwargs: Any) -> "LMKVectorStore":
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings | None = None,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        index: MultiVectorIndex | None = None,
+        **kwargs: Any,
+    ) -> LMKVectorStore:
         """Build a store; without ``index`` an in-memory Qdrant index over ``embedding``'s encoder."""
         if index is None:
             from lmk_rag.index import QdrantIndex

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from lmk_rag.errors import MissingDependencyError
+
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("llama_index.embeddings.lmk needs llama-index-core: pip install 'lmk-rag[llama-index]'") from exc
+    raise MissingDependencyError(
+        "llama_index.embeddings.lmk needs llama-index-core: pip install 'lmk-rag[llama-index]'"
+    ) from exc
 
 from lmk_rag.framework_fields import LMKEncoderFields
 
@@ -28,8 +32,10 @@ class LMKEmbedding(LMKEncoderFields, BaseEmbedding):
     """
 
     def __init__(self, **data: Any) -> None:
-        data.setdefault("model_name", data.get("model") or "sentence-transformers/all-MiniLM-L6-v2")
+        given_name = "model_name" in data
         super().__init__(**data)
+        if not given_name:  # the model actually loaded (the shipped adapter by default), in one place
+            self.model_name = self.encoder.model_name
 
     @classmethod
     def class_name(cls) -> str:

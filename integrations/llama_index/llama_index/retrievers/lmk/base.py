@@ -8,19 +8,24 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
+from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
     """Add LlamaIndex ``Document`` objects whole (id = ``doc_id``, metadata kept)."""
-    return index.add([d.text for d in documents], ids=[d.doc_id for d in documents],
-                     metadatas=[dict(d.metadata) for d in documents])
+    return index.add(
+        [d.text for d in documents], ids=[d.doc_id for d in documents], metadatas=[dict(d.metadata) for d in documents]
+    )
 
 
 def hit_to_node(hit: Hit) -> NodeWithScore:
     node = TextNode(
-        id_=f"{hit.id}#{hit.landmark}", text=hit.passage, metadata=dict(hit.metadata),
-        start_char_idx=hit.span[0], end_char_idx=hit.span[1],
+        id_=f"{hit.id}#{hit.landmark}",
+        text=hit.passage,
+        metadata=dict(hit.metadata),
+        start_char_idx=hit.span[0],
+        end_char_idx=hit.span[1],
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.id)},
     )
     return NodeWithScore(node=node, score=hit.score)
@@ -30,12 +35,20 @@ class LMKRetriever(BaseRetriever):
     """Retrieve matched passages (with ``start_char_idx``/``end_char_idx`` and the parent
     document as SOURCE) from a Qdrant or Chroma LMK index; usable in ``RetrieverQueryEngine``."""
 
-    def __init__(self, index: MultiVectorIndex, similarity_top_k: int = 4, *, search_mode: str = "maxsim",
-                 neighbours: int = 0, filters: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        index: MultiVectorIndex,
+        similarity_top_k: int = 4,
+        *,
+        search_mode: str = "maxsim",
+        neighbours: int = 0,
+        filters: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if not isinstance(index, MultiVectorIndex):
-            raise TypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
+            raise InvalidTypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
         if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be a positive int, got {similarity_top_k!r}")
+            raise InvalidInputError(f"similarity_top_k must be a positive int, got {similarity_top_k!r}")
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.search_mode = search_mode
@@ -44,6 +57,11 @@ class LMKRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = self.index.search(query_bundle.query_str, k=self.similarity_top_k, filter=self.filters,
-                                 mode=self.search_mode, neighbours=self.neighbours)
+        hits = self.index.search(
+            query_bundle.query_str,
+            k=self.similarity_top_k,
+            filter=self.filters,
+            mode=self.search_mode,
+            neighbours=self.neighbours,
+        )
         return [hit_to_node(h) for h in hits]

@@ -1,0 +1,121 @@
+"""Every encoder setting, its default and its description, written once.
+
+:class:`EncoderSettings` is the single source: :class:`~lmk_rag.encoder.LMKEncoder` takes its
+fields as keyword arguments, the index fingerprint records the ones marked ``fingerprint``, the
+pydantic fields of the LangChain and LlamaIndex classes are generated from the ones marked
+``framework``, and the command line's encoder options from the ones marked ``cli``. A default
+changed here changes everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidTypeError
+
+POOLINGS = ("lmk", "mean", "cls")
+DTYPE_NAMES = ("fp32", "fp16", "bf16")
+#: ``granularity`` default: the trained model folder's recorded k, else 32.
+FROM_MODEL = "default"
+
+Granularity = int | str | list[int] | None
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    cli: bool = True,
+    framework: bool = True,
+    fingerprint: bool = False,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """A field of :class:`EncoderSettings` with where it is exposed."""
+    meta = {"help": help, "cli": cli, "framework": framework, "fingerprint": fingerprint, "choices": choices}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """The settings of one :class:`~lmk_rag.encoder.LMKEncoder` (as given; the encoder resolves
+    ``None`` / ``"default"`` from the model folder)."""
+
+    model: str | None = setting(
+        None,
+        "Local folder or hub id of the encoder; None is the packaged default (the shipped LMK adapter).",
+        fingerprint=True,
+    )
+    pooling: str | None = setting(
+        None,
+        "'lmk' (mean of landmark states), 'mean' (all tokens) or 'cls'; None: the trained model folder's, else 'lmk'.",
+        fingerprint=True,
+        choices=POOLINGS,
+    )
+    granularity: Granularity = setting(  # noqa: RUF009 - setting() is field(), as for every field
+        FROM_MODEL,
+        "Tokens per landmark chunk (int), 'sentence', a list of k drawn per text (variable), or None "
+        "(one landmark per window); 'default': the trained model folder's k, else 32.",
+        fingerprint=True,
+    )
+    normalize: bool = setting(True, "L2-normalise the vectors.", fingerprint=True)
+    device: str = setting("auto", "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
+    dtype: str = setting("fp32", "Precision of the model weights.", choices=DTYPE_NAMES)
+    max_length: int | None = setting(
+        None,
+        "Window length in tokens (default: the model's trained limit); longer texts are encoded in "
+        "overlapping windows.",
+        fingerprint=True,
+    )
+    max_tokens: int | None = setting(
+        None,
+        "Optional cap on content tokens per text; longer texts are truncated with a logged warning.",
+        fingerprint=True,
+    )
+    window_overlap: int | None = setting(
+        None, "Chunks of context shared by neighbouring windows; None: about a quarter of a window.", fingerprint=True
+    )
+    batch_size: int = setting(32, "Rows per encoder forward pass.")
+    max_batch_tokens: int = setting(16384, "Padded tokens per encoder forward pass (bounds memory).")
+    query_prefix: str = setting("", "Prepended to queries (e.g. 'query: ' for e5).", fingerprint=True)
+    document_prefix: str = setting("", "Prepended to documents (e.g. 'passage: ').", fingerprint=True)
+    landmark_token_id: int | None = setting(
+        None, "Landmark token id; None: the trained folder's, else the tokenizer's SEP, else EOS."
+    )
+    sentence_max_tokens: int = setting(
+        64, "With granularity='sentence', longer sentences are split every this many tokens.", fingerprint=True
+    )
+    sentence_language: str = setting("en", "Language of the sentence splitter (pysbd).", fingerprint=True)
+    seed: int = setting(0, "Seed of the per-text k draw of a variable granularity.", cli=False, framework=False)
+    show_progress: bool = setting(False, "Show a progress bar while encoding.", cli=False)
+    trust_remote_code: bool = setting(False, "Run a model's own Python code (only for models you trust).")
+    allow_pickle: bool = setting(False, "Load pickle (.bin) weights, which can run code (only ones you trust).")
+    revision: str | None = setting(None, "Hub revision (branch, tag or commit) of the model.")
+
+    @classmethod
+    def names(cls, where: str) -> tuple[str, ...]:
+        """Field names exposed in ``where``: 'cli', 'framework' or 'fingerprint'."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata[where])
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> EncoderSettings:
+        """Settings from keyword arguments; an unknown name is an error that lists the known ones."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidTypeError(
+                f"unknown encoder setting(s) {', '.join(unknown)}; the settings are: {', '.join(sorted(known))}"
+            )
+        return cls(**options)
+
+    def changed(self) -> dict[str, Any]:
+        """The settings that differ from their defaults."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
+
+
+def setting_fields() -> list[tuple[dataclasses.Field, Any]]:
+    """Each field with its resolved type (for the framework fields and the CLI options)."""
+    hints = typing.get_type_hints(EncoderSettings)
+    return [(f, hints[f.name]) for f in dataclasses.fields(EncoderSettings)]
