@@ -86,15 +86,29 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--methods",
         default="cls,mean,lmk:32,lmk:128,chunk:32,chunk:128,bm25",
-        help="comma-separated: cls, mean, lmk:K, chunk:N, bm25",
+        help="comma-separated: cls, mean, lmk:K, chunk:N, bm25 (METHOD@MODEL for another model), or none "
+        "(with --export-beir: only write the tasks)",
     )
     ev.add_argument(
         "--task",
         action="append",
         default=None,
         help="passkey, needle, sections (section headings of long documentation pages as queries), "
-        "sections-short (headings vs sections of <= 256 tokens), or beir:FOLDER "
-        "(repeatable; default passkey)",
+        "sections-short (headings vs sections of <= 256 tokens), domains:SPLIT|NAMES (the sections task on "
+        "other projects' documentation, one task per domain: SPLIT is train, dev or test; NAMES e.g. "
+        "git,postgresql), domains-short:SPLIT|NAMES, or beir:FOLDER (repeatable; default passkey)",
+    )
+    ev.add_argument(
+        "--docs-root",
+        default=None,
+        help="folder holding one `dpkg -x` of each documentation package, for the domains tasks "
+        "(default: $LMK_DOCS_ROOT, else / for installed packages)",
+    )
+    ev.add_argument(
+        "--export-beir",
+        default=None,
+        metavar="DIR",
+        help="also write every task as a BEIR folder DIR/TASK (corpus, queries, qrels, answer spans)",
     )
     ev.add_argument(
         "--docs-folder",
@@ -355,10 +369,11 @@ def run_train(args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .encoder import LMKEncoder
     from .eval import beir_task, default_haystack, evaluate, needle_tasks, parse_methods, read_folder, write_report
+    from .eval.domains import domain_tasks, domains_of, export_beir
     from .eval.sections import read_rst_pages, section_task, short_section_task
 
     kwargs = encoder_options(args)
-    methods = parse_methods(args.methods, **kwargs)
+    methods = parse_methods(args.methods, **kwargs) if args.methods != "none" else []
     counter = LMKEncoder(**kwargs)
     tasks = []
     pages = None
@@ -370,6 +385,12 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
             count = lambda xs: counter.tokenize(xs).n_tokens
             tasks.append(
                 section_task(pages, count, seed=args.seed) if spec == "sections" else short_section_task(pages, count)
+            )
+        elif spec.startswith(("domains:", "domains-short:")):
+            kind, _, which = spec.partition(":")
+            count = lambda xs: counter.tokenize(xs).n_tokens
+            tasks += domain_tasks(
+                domains_of(which), count, root=args.docs_root, short=kind == "domains-short", seed=args.seed
             )
         elif spec in ("passkey", "needle"):
             haystack = default_haystack("eval") if args.haystack == "python-docs" else read_folder(args.haystack)
@@ -384,8 +405,14 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
             )
         else:
             raise InvalidInputError(
-                f"unknown task {spec!r}; use passkey, needle, sections, sections-short or beir:FOLDER"
+                f"unknown task {spec!r}; use passkey, needle, sections, sections-short, domains:SPLIT, "
+                "domains-short:SPLIT or beir:FOLDER"
             )
+    if args.export_beir:
+        for task in tasks:
+            print(f"wrote {export_beir(task, Path(args.export_beir) / task.name)}")
+    if not methods:
+        return 0
     rows = evaluate(tasks, methods, progress=not args.no_progress)
     command = "lmk-rag " + " ".join(shlex.quote(a) for a in argv)
     paths = write_report(rows, args.out, title=args.title, command=command, settings=vars(args))

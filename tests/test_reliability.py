@@ -92,6 +92,13 @@ def test_metadata_keys_with_punctuation_filter_alike(backend, tmp_path, base):
         idx.add(["t"], ids=["3"], metadatas=[{'say "hi"': 1}])
     with pytest.raises(ValueError, match="non-empty"):
         idx.add(["t"], ids=["3"], metadatas=[{"": 1}])
+    with pytest.raises(ValueError, match="finite"):
+        idx.add(["t"], ids=["3"], metadatas=[{"score": float("nan")}])
+    with pytest.raises(TypeError, match="must be str, int, float, bool or None"):
+        idx.add(["t"], ids=["3"], metadatas=[{"when": object()}])
+    with pytest.raises(TypeError, match=r"ids\[0\] must be a non-empty str"):
+        idx.add(["t"], ids=[""])
+    assert len(idx) == 2  # nothing half-written
 
 
 # ---------------------------------------------------------------- search_by_vector and modes

@@ -27,6 +27,32 @@ def _fmt(x: float | None) -> str:
     return "" if x is None else f"{x:.3f}"
 
 
+def mean_over_tasks(by_task: dict[str, list[EvalRow]]) -> list[str]:
+    """A table of each metric averaged over the tasks (each task weighs the same), for the
+    methods run on every task; empty for a single task."""
+    if len(by_task) < 2:
+        return []
+    per_method: dict[str, list[EvalRow]] = defaultdict(list)
+    for task_rows in by_task.values():
+        for r in task_rows:
+            per_method[r.method].append(r)
+    lines = [
+        f"## mean over the {len(by_task)} tasks ({', '.join(by_task)})",
+        "",
+        "| method | " + " | ".join(COLUMNS) + " |",
+        "|---|" + "---:|" * len(COLUMNS),
+    ]
+    for method, rows in per_method.items():
+        if len(rows) != len(by_task):
+            continue
+        cells = []
+        for c in COLUMNS:
+            values = [r.metrics[c] for r in rows if c in r.metrics]
+            cells.append(_fmt(sum(values) / len(values)) if len(values) == len(rows) else "")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def markdown(rows: Sequence[EvalRow], title: str, command: str | None = None) -> str:
     lines = [f"# {title}", ""]
     if command:
@@ -49,6 +75,7 @@ def markdown(rows: Sequence[EvalRow], title: str, command: str | None = None) ->
                 + f" | {r.vectors_per_doc:.1f} | {r.encode_seconds:.1f} | {r.tokens_per_second:.0f} |"
             )
         lines.append("")
+    lines += mean_over_tasks(by_task)
     for key, label in (("length", "document length (tokens)"), ("position", "needle position")):
         table = breakdown(rows, key)
         if not table:

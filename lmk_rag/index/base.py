@@ -8,6 +8,7 @@ refuses an encoder that differs.
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -69,6 +70,8 @@ def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> lis
                 raise InvalidTypeError(
                     f"metadatas[{i}][{key!r}] must be str, int, float, bool or None, got {type(value).__name__}"
                 )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInputError(f"metadatas[{i}][{key!r}] is {value}: stores keep JSON, give a finite number")
         out.append(dict(meta))
     return out
 
