@@ -266,13 +266,18 @@ def plan_windows(chunk_lengths: np.ndarray, capacity: int, overlap: int) -> list
 
 
 def assign_landmarks(chunk_lengths: np.ndarray, windows: list[tuple[int, int]]) -> np.ndarray:
-    """For each chunk, the window where it sits most centrally (in tokens); ties go first."""
+    """For each chunk, the window where it sits most centrally (in tokens); ties go first.
+
+    Only (window, chunk) pairs where the chunk lies in the window are scored, so time and memory
+    grow with the document (each chunk is in a few windows), not with chunks x windows: a dense
+    matrix took GBs on a 5 MB file.
+    """
     cum = np.concatenate([[0], np.cumsum(chunk_lengths)])
-    c = np.arange(len(chunk_lengths))[:, None]
-    a = np.array([w[0] for w in windows])[None, :]
-    b = np.array([w[1] for w in windows])[None, :]
-    inside = (c >= a) & (c < b)
-    left = cum[c] - cum[a]
-    right = cum[b] - cum[c + 1]
-    centrality = np.where(inside, np.minimum(left, right), -1)
-    return np.argmax(centrality, axis=1)
+    a = np.array([w[0] for w in windows], dtype=np.int64)
+    b = np.array([w[1] for w in windows], dtype=np.int64)
+    window = np.repeat(np.arange(len(windows)), b - a)
+    chunk = ranges(a, b - a)
+    centrality = np.minimum(cum[chunk] - cum[a[window]], cum[b[window]] - cum[chunk + 1])
+    order = np.lexsort((window, -centrality, chunk))  # by chunk, most central first, then first window
+    first = np.flatnonzero(np.concatenate([[True], np.diff(chunk[order]) != 0]))
+    return window[order][first]

@@ -210,3 +210,26 @@ def test_owner_is_most_central_window():
 def test_chunk_longer_than_window_is_an_error():
     with pytest.raises(ValueError, match="granularity"):
         plan_windows(np.array([10, 60]), 50, 1)
+
+
+def _dense_assign(chunk_lengths, windows):
+    """The former chunks x windows formulation, kept as the reference."""
+    cum = np.concatenate([[0], np.cumsum(chunk_lengths)])
+    c = np.arange(len(chunk_lengths))[:, None]
+    a = np.array([w[0] for w in windows])[None, :]
+    b = np.array([w[1] for w in windows])[None, :]
+    inside = (c >= a) & (c < b)
+    return np.argmax(np.where(inside, np.minimum(cum[c] - cum[a], cum[b] - cum[c + 1]), -1), axis=1)
+
+
+def test_landmark_owners_match_the_dense_reference_and_scale_linearly():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        capacity = int(rng.integers(10, 200))
+        lengths = rng.integers(1, max(2, capacity // 2), size=int(rng.integers(1, 80)))
+        windows = plan_windows(lengths, capacity, int(rng.integers(0, 4)))
+        np.testing.assert_array_equal(assign_landmarks(lengths, windows), _dense_assign(lengths, windows))
+    # a 20 MB document's worth of chunks: the dense matrix would need ~50 GB
+    lengths = np.full(150_000, 33)
+    owners = assign_landmarks(lengths, plan_windows(lengths, 511, 3))
+    assert len(owners) == 150_000 and (np.diff(owners) >= 0).all()
