@@ -172,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="reST docs folder, or 'default' (the Python docs, see lmk-rag eval --docs-folder): "
         "section heading -> passage pairs and inverse-cloze text from the train half of its pages",
     )
+    tr.add_argument(
+        "--domains",
+        action="append",
+        default=[],
+        help="'train' or names of train-split documentation domains (lmk_rag.eval.domains; dev and test "
+        "domains are refused): the same pairs from other projects' docs (repeatable)",
+    )
+    tr.add_argument("--docs-root", default=None, help="where the domain packages are extracted ($LMK_DOCS_ROOT)")
+    tr.add_argument("--max-pages-per-domain", type=int, default=400, help="pages read per domain (stable sample)")
     tr.add_argument("--granularities", type=_ints, default=[32, 64, 128])
     tr.add_argument("--steps", type=int, default=400)
     tr.add_argument("--batch-size", type=int, default=16)
@@ -337,6 +346,9 @@ def run_train(args: argparse.Namespace) -> int:
         pairs=args.pairs,
         texts=args.texts,
         sections=args.sections,
+        domains=args.domains,
+        docs_root=args.docs_root,
+        max_pages_per_domain=args.max_pages_per_domain,
         granularities=args.granularities,
         steps=args.steps,
         batch_size=args.batch_size,

@@ -1,4 +1,8 @@
-"""Pooling over hidden states by position: ``lmk``, ``mean`` and ``cls``.
+"""Pooling over hidden states by position: ``lmk``, ``mean``, ``cls`` and ``lmk+mean``.
+
+``lmk+mean`` reads each chunk as its landmark state plus the mean of its tokens in context
+(each unit-length first, so neither dominates): the landmark's summary and the tokens' own
+evidence in one vector; the document vector is the mean of those.
 
 Batches of windows arrive in any order; :class:`PoolingAccumulator` scatters each batch's
 states into per-chunk and per-text sums, so results never depend on batch size, padding
@@ -14,7 +18,9 @@ import torch
 
 from .errors import InvalidInputError
 
-POOLING_MODES = ("lmk", "mean", "cls")
+POOLING_MODES = ("lmk", "mean", "cls", "lmk+mean")
+# Poolings that need the per-chunk token means.
+NEEDS_MEANS = ("mean", "lmk+mean")
 
 
 def check_pooling(pooling: str) -> str:
@@ -76,10 +82,23 @@ class PoolingAccumulator:
         """(n_chunks, d) mean of each chunk's tokens and its landmark, in context."""
         return self.chunk_sum / self.chunk_count.clamp(min=1)[:, None]
 
+    def mixed_vectors(self) -> torch.Tensor:
+        """(n_chunks, d) unit landmark state + unit chunk mean (the ``lmk+mean`` readout)."""
+        return l2_normalize(self.lmk) + l2_normalize(self.chunk_means())
+
+    def chunk_vectors(self, pooling: str) -> torch.Tensor:
+        """The per-landmark vectors of ``pooling``."""
+        if pooling == "mean":
+            return self.chunk_means()
+        if pooling == "lmk+mean":
+            return self.mixed_vectors()
+        return self.lmk
+
     def pooled(self, pooling: str) -> torch.Tensor:
         n_texts = len(self.cls_sum)
-        if pooling == "lmk":
-            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, self.lmk)
+        if pooling in ("lmk", "lmk+mean"):
+            vectors = self.lmk if pooling == "lmk" else self.mixed_vectors()
+            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, vectors)
             count = torch.bincount(self.text_of_chunk, minlength=n_texts).float()
             return total / count[:, None]
         if pooling == "mean":

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidTypeError
+from .pooling import POOLING_MODES
 
-POOLINGS = ("lmk", "mean", "cls")
+POOLINGS = POOLING_MODES
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 #: ``granularity`` default: the trained model folder's recorded k, else 32.
 FROM_MODEL = "default"
@@ -50,7 +51,8 @@ class EncoderSettings:
     )
     pooling: str | None = setting(
         None,
-        "'lmk' (mean of landmark states), 'mean' (all tokens) or 'cls'; None: the trained model folder's, else 'lmk'.",
+        "'lmk' (mean of landmark states), 'mean' (all tokens), 'cls', or 'lmk+mean' (each chunk as its unit "
+        "landmark state plus its unit token mean); None: the trained model folder's, else 'lmk'.",
         fingerprint=True,
         choices=POOLINGS,
     )

@@ -56,6 +56,20 @@ def test_pooled_is_mean_of_landmark_vectors(encoder):
         assert unit_rows(mv.vectors)
 
 
+def test_lmk_plus_mean_readout_mixes_unit_landmark_and_unit_chunk_mean(encoder):
+    mix = LMKEncoder(encoder.model_name, pooling="lmk+mean", device="cpu")
+    lmk = encoder.encode_multi(DOCS, normalize=False)
+    mean = LMKEncoder(encoder.model_name, pooling="mean", device="cpu").encode_multi(DOCS, normalize=False)
+    raw = mix.encode_multi(DOCS, normalize=False)
+    unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)
+    for a, b, m in zip(lmk, mean, raw):
+        np.testing.assert_allclose(m.vectors, unit(a.vectors) + unit(b.vectors), atol=1e-5)
+        np.testing.assert_allclose(m.pooled, m.vectors.mean(axis=0), atol=1e-5)  # still a mean of landmarks
+        assert m.spans == a.spans
+    assert all(unit_rows(mv.vectors) for mv in mix.encode_multi(DOCS))
+    assert mix.fingerprint.pooling == "lmk+mean"
+
+
 def test_landmark_states_come_from_landmark_positions(encoder, bert_tokenizer):
     """Compute the landmark states by hand from the reference layout."""
     tok = bert_tokenizer

@@ -219,3 +219,18 @@ def test_cli_error_lines_keep_their_traceback_under_verbose(tmp_path):
     assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
     loud = cli("-v", "search", "q", "--index", f"qdrant:{tmp_path / 'none'}")
     assert loud.returncode == 2 and "Traceback" in loud.stderr and "IndexNotFoundError" in loud.stderr
+
+
+def test_a_huge_input_pins_the_allocators_mmap_threshold(monkeypatch, tiny_bert_dir):
+    """Peak memory grew with the number of forward batches (glibc's heap fragmenting); the encoder
+    pins the mmap threshold once it sees a huge input. bench_huge_files.py measures the effect."""
+    from lmk_rag import encoder as encoder_module
+
+    calls = []
+    monkeypatch.setattr(encoder_module, "HUGE_INPUT_TOKENS", 2000)
+    monkeypatch.setattr(encoder_module, "pin_mmap_threshold", lambda: calls.append(1) or True)
+    enc = LMKEncoder(tiny_bert_dir, device="cpu")
+    enc.encode_multi(["word " * 100] * 50)  # many short texts: not one huge input
+    assert calls == []
+    enc.encode_multi(["word " * 3000])
+    assert calls == [1]

@@ -43,15 +43,18 @@ def base():
 
 
 # ---------------------------------------------------------------- ids: a bare str is never split
-@pytest.mark.parametrize("backend", ["qdrant", "chroma"])
-def test_bare_string_ids_are_refused_not_split(backend, tmp_path, base):
+@pytest.fixture(params=["qdrant", "chroma"])
+def index(request, tmp_path, base):
+    """An empty index on each backend: Qdrant in memory, Chroma in a folder."""
     from lmk_rag.index import ChromaIndex, QdrantIndex
 
-    idx = (
-        QdrantIndex(location=":memory:", encoder=base)
-        if backend == "qdrant"
-        else ChromaIndex(tmp_path / "c", encoder=base)
-    )
+    if request.param == "qdrant":
+        return QdrantIndex(location=":memory:", encoder=base)
+    return ChromaIndex(tmp_path / "c", encoder=base)
+
+
+def test_bare_string_ids_are_refused_not_split(index):
+    idx = index
     idx.add(["alpha text", "beta text", "gamma text"], ids=["m", "3", "m3"])
     for call in (lambda: idx.delete("m3"), lambda: idx.get("m3"), lambda: idx.add(["x", "y"], ids="ab")):
         with pytest.raises(TypeError, match="bare str"):
@@ -75,15 +78,8 @@ def test_langchain_store_delete_refuses_a_bare_string(base):
 
 
 # ---------------------------------------------------------------- metadata keys
-@pytest.mark.parametrize("backend", ["qdrant", "chroma"])
-def test_metadata_keys_with_punctuation_filter_alike(backend, tmp_path, base):
-    from lmk_rag.index import ChromaIndex, QdrantIndex
-
-    idx = (
-        QdrantIndex(location=":memory:", encoder=base)
-        if backend == "qdrant"
-        else ChromaIndex(tmp_path / "c", encoder=base)
-    )
+def test_metadata_keys_with_punctuation_filter_alike(index):
+    idx = index
     keys = ["a.b", "a[0]", "with space", "x:y", "plain"]
     idx.add(["first doc", "second doc"], ids=["1", "2"], metadatas=[{k: "yes" for k in keys}, {k: "no" for k in keys}])
     for key in keys:
@@ -292,31 +288,11 @@ def test_the_qdrant_lock_error_names_the_default_folder(tmp_path, base, monkeypa
 
 @pytest.mark.slow
 def test_a_chroma_server_that_dies_is_one_clear_error(tmp_path, base):
-    import socket
-    import time
-
-    import chromadb
-
     from lmk_rag.index import ChromaIndex
+    from tests.chroma_server import start_chroma_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    chroma = Path(sys.executable).parent / "chroma"
-    proc = subprocess.Popen(
-        [str(chroma), "run", "--path", str(tmp_path / "srv"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, port = start_chroma_server(tmp_path / "srv")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                assert time.monotonic() < deadline and proc.poll() is None, "chroma run did not start"
-                time.sleep(0.3)
         idx = ChromaIndex(host="127.0.0.1", port=port, encoder=base)
         idx.add(["before the crash"], ids=["a"])
     finally:

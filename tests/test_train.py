@@ -317,3 +317,31 @@ def test_full_finetune_folder_loads_with_its_landmark_offset(tmp_path, tiny_bert
     with torch.no_grad():
         pooled, _, _, _ = landmark_forward(trainer.student, trainer.enc, texts)
     np.testing.assert_allclose(loaded.encode(texts), pooled.numpy(), atol=1e-4)
+
+
+def test_training_reads_train_domains_only(tmp_path, tiny_bert_dir):
+    """Other projects' docs (a fake `dpkg -x` of bash-doc, a train domain) give heading -> passage
+    pairs; a dev or test domain is refused, so those results stay out-of-domain."""
+    folder = tmp_path / "docs" / "bash-doc" / "usr/share/doc/bash"
+    folder.mkdir(parents=True)
+    body = " ".join(f"the shell expands word{i} before running it." for i in range(120))
+    sections = "".join(f"<h2>How the shell expands {w} words</h2><p>{body}</p>" for w in ("quoted", "braced", "tilde"))
+    (folder / "bashref.html").write_text(f"<h1>Bash reference</h1><p>{body}</p>{sections}")
+    cfg = TrainConfig(
+        output=str(tmp_path / "out"),
+        base_model=str(tiny_bert_dir),
+        domains=["bash"],
+        docs_root=str(tmp_path / "docs"),
+        granularities=[8],
+        batch_size=2,
+        steps=1,
+        window_min_tokens=24,
+        window_max_tokens=48,
+        show_progress=False,
+    )
+    trainer = Trainer(cfg)
+    queries = {p.query for p in trainer.pairs}
+    assert {"How the shell expands quoted words", "How the shell expands tilde words"} <= queries
+    for held_out in ("git", "dev", "test", "nodejs"):
+        with pytest.raises(ValueError, match="dev/test domains"):
+            TrainConfig(output=str(tmp_path / "o"), domains=[held_out])

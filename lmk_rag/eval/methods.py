@@ -79,9 +79,10 @@ class NativePooling(Method):
 class LandmarkPooling(Method):
     """LMK at granularity k: single vector (mean of landmarks) and multi-vector (MaxSim)."""
 
-    def __init__(self, k: int | str, **encoder_kwargs: Any) -> None:
-        self.encoder = LMKEncoder(pooling="lmk", granularity=k, **encoder_kwargs)
-        self.name = f"lmk-k{k}"
+    def __init__(self, k: int | str, readout: str = "lmk", **encoder_kwargs: Any) -> None:
+        self.encoder = LMKEncoder(pooling=readout, granularity=k, **encoder_kwargs)
+        self.prefix = {"lmk": "lmk", "mean": "lmkmean", "lmk+mean": "lmkmix"}[readout]
+        self.name = f"{self.prefix}-k{k}"
         self.k = k
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
@@ -96,8 +97,8 @@ class LandmarkPooling(Method):
         scores, best = _maxsim(q, vectors, counts, spans)
         tokens = int(sum(m.n_tokens for m in multi))
         return [
-            MethodResult(f"lmk-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0),
-            MethodResult(f"lmk-multi-k{self.k}", scores, best, seconds, tokens, float(counts.mean())),
+            MethodResult(f"{self.prefix}-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0),
+            MethodResult(f"{self.prefix}-multi-k{self.k}", scores, best, seconds, tokens, float(counts.mean())),
         ]
 
 
@@ -151,8 +152,12 @@ class BM25(Method):
         return [MethodResult("bm25", scores, None, seconds, tokens, 1.0)]
 
 
-_SPEC = re.compile(r"^(cls|mean|lmk|chunk|bm25)(?::(\w+))?(?:@(.+))?$")
-METHOD_HELP = "cls, mean, lmk:K (K an int or 'sentence'), chunk:N, bm25; add @MODEL to use another model"
+_SPEC = re.compile(r"^(cls|mean|lmk|lmkmean|lmkmix|chunk|bm25)(?::(\w+))?(?:@(.+))?$")
+METHOD_HELP = (
+    "cls, mean, lmk:K (K an int or 'sentence'), lmkmean:K (the landmark layout read out as chunk token means), "
+    "lmkmix:K (landmark state + chunk mean), chunk:N, bm25; add @MODEL to use another model"
+)
+_READOUT = {"lmk": "lmk", "lmkmean": "mean", "lmkmix": "lmk+mean"}
 
 
 def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]:
@@ -168,9 +173,9 @@ def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]
         kwargs = {**encoder_kwargs, "model": model} if model else encoder_kwargs
         if kind in ("cls", "mean"):
             method: Method = NativePooling(kind, **kwargs)
-        elif kind == "lmk":
+        elif kind in _READOUT:
             k: int | str = 32 if arg is None else (arg if arg == "sentence" else int(arg))
-            method = LandmarkPooling(k, **kwargs)
+            method = LandmarkPooling(k, readout=_READOUT[kind], **kwargs)
         elif kind == "chunk":
             method = ChunkThenEmbed(int(arg or 128), **kwargs)
         else:

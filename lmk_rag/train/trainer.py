@@ -44,6 +44,9 @@ class TrainConfig:
     pairs: str | None = None
     texts: list[str] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
+    domains: list[str] = field(default_factory=list)  # 'train' or names of train-split domains
+    docs_root: str | None = None
+    max_pages_per_domain: int = 400
     granularities: list[int] = field(default_factory=lambda: [32, 64, 128])
     steps: int = 400
     batch_size: int = 16
@@ -71,7 +74,16 @@ class TrainConfig:
     show_progress: bool = True
 
     def __post_init__(self) -> None:
-        if not self.pairs and not self.texts and not self.sections:
+        from ..eval.domains import domains_of
+
+        for spec in self.domains:
+            held_out = [d.name for d in domains_of(spec) if d.split != "train"]
+            if held_out:
+                raise InvalidInputError(
+                    f"domains {held_out} are dev/test domains: training may only read train domains "
+                    "(see lmk_rag.eval.domains.DOMAINS), so the dev/test results stay out-of-domain"
+                )
+        if not self.pairs and not self.texts and not self.sections and not self.domains:
             raise InvalidInputError(
                 "give training data: pairs='file.jsonl', texts=[folders or 'default'] and/or "
                 "sections=[reST docs folders or 'default']"
@@ -100,8 +112,16 @@ class TrainConfig:
             raise InvalidInputError("granularities must be positive ints, e.g. [32, 64, 128]")
 
 
-def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
-    from ..eval.corpora import read_folder, training_texts
+def split_key(name: str) -> str:
+    """A stable pseudo-random order of page names (which pages a capped domain keeps)."""
+    import hashlib
+
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def build_pairs(config: TrainConfig, tokenize: Any) -> list[Pair]:
+    from ..eval.corpora import SourceText, read_folder, training_texts
+    from ..eval.domains import domains_of, read_domain_pages
     from ..eval.sections import pages_as_texts, read_rst_pages
 
     pairs: list[Pair] = load_pairs(config.pairs) if config.pairs else []
@@ -115,6 +135,15 @@ def build_pairs(config: TrainConfig, tokenize) -> list[Pair]:
             pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
         )  # ~4 characters a token
         sources += pages_as_texts(pages)
+    for spec in config.domains:
+        for domain in domains_of(spec):
+            # Other projects' documentation: the same heading -> passage pairs and inverse cloze.
+            pages = read_domain_pages(domain, config.docs_root)
+            pages = sorted(pages, key=lambda p: split_key(p.name))[: config.max_pages_per_domain]
+            pairs += section_pairs(
+                pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
+            )
+            sources += [SourceText(p.name, p.text) for p in pages]
     if sources:
         windows = text_windows(
             [s.text for s in sources], tokenize, config.window_min_tokens, config.window_max_tokens, config.seed

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
 from lmk_rag import LMKEncoder
+from tests.chroma_server import start_chroma_server, stop
 
 
 @pytest.fixture(scope="session")
@@ -19,43 +13,12 @@ def base_encoder():
     return LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory):
     """A real `chroma run` on loopback, started and stopped by the tests, in bounded time."""
-    chroma = Path(sys.executable).parent / "chroma"
-    if not chroma.exists():
-        chroma = Path(shutil.which("chroma") or "chroma")
-    port = _free_port()
-    folder = tmp_path_factory.mktemp("chroma_server")
-    proc = subprocess.Popen(
-        [str(chroma), "run", "--path", str(folder), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    import chromadb
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-            break
-        except Exception:  # noqa: BLE001 - not up yet
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("chroma run did not start within 60 s")
-            time.sleep(0.3)
+    proc, port = start_chroma_server(tmp_path_factory.mktemp("chroma_server"))
     yield port
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
 
 
 _counter = iter(range(10**6))
