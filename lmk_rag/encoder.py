@@ -31,6 +31,7 @@ from .landmarks import (
     split_long_chunks,
 )
 from .lmk_folder import LMKFolderConfig, apply_adapter, is_lmk_folder
+from .memory import pin_mmap_threshold
 from .models import (
     SpecialTokens,
     is_rotary,
@@ -42,7 +43,7 @@ from .models import (
     special_tokens,
     trained_max_length,
 )
-from .pooling import PoolingAccumulator, check_pooling, l2_normalize
+from .pooling import NEEDS_MEANS, PoolingAccumulator, check_pooling, l2_normalize
 from .sentences import sentence_starts
 from .settings import FROM_MODEL, EncoderSettings
 from .types import Fingerprint, MultiVector
@@ -55,7 +56,9 @@ Granularity = int | str | Sequence[int] | None
 _GROUP_SIZE = 4096
 # Huge texts are tokenized in pieces of at most this many characters, at most CALL_CHARS per call.
 PIECE_CHARS = 100_000
-CALL_CHARS = 4_000_000
+CALL_CHARS = 1_000_000
+# Tokens of window-sized sequences from which an encode counts as huge (see memory.py).
+HUGE_INPUT_TOKENS = 65_536
 
 # Loaded models shared by encoders of the same settings, least recently used dropped first.
 MODEL_CACHE_SIZE = 4
@@ -475,7 +478,7 @@ class LMKEncoder:
         batch, layout, dropped = self.layout(texts, prefix)
         seqs = build_sequences(layout, self.max_length, self.window_overlap)
         text_of_chunk = np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets))
-        need_means = self.pooling == "mean"
+        need_means = self.pooling in NEEDS_MEANS
         acc = PoolingAccumulator(layout.n_texts, text_of_chunk, self.dimension, need_means)
         rows = _check_int("batch_size", batch_size, 1) if batch_size is not None else self.batch_size
         progress = self.show_progress if show_progress is None else show_progress
@@ -484,7 +487,7 @@ class LMKEncoder:
         pooled = acc.pooled(self.pooling)
         vectors = None
         if want_vectors:
-            vectors = acc.chunk_means() if need_means else acc.landmark_vectors()
+            vectors = acc.chunk_vectors(self.pooling)
         if self.normalize if normalize is None else normalize:
             pooled = l2_normalize(pooled)
             vectors = l2_normalize(vectors) if vectors is not None else None
@@ -514,6 +517,8 @@ class LMKEncoder:
             leave=False,
             disable=not show_progress,
         )
+        if len(seqs.text) and seqs.windows_per_text.max() > 1 and seqs.lengths.sum() >= HUGE_INPUT_TOKENS:
+            pin_mmap_threshold()  # a huge input: keep resident memory flat (see memory.py)
         with torch.inference_mode(), bar:
             for b in batches:
                 hidden = self.model(
