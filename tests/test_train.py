@@ -327,17 +327,16 @@ def test_training_reads_train_domains_only(tmp_path, tiny_bert_dir):
     body = " ".join(f"the shell expands word{i} before running it." for i in range(120))
     sections = "".join(f"<h2>How the shell expands {w} words</h2><p>{body}</p>" for w in ("quoted", "braced", "tilde"))
     (folder / "bashref.html").write_text(f"<h1>Bash reference</h1><p>{body}</p>{sections}")
-    cfg = TrainConfig(
-        output=str(tmp_path / "out"),
-        base_model=str(tiny_bert_dir),
+    cfg = config(
+        tmp_path,
+        tiny_bert_dir,
+        None,
+        texts=[],
         domains=["bash"],
         docs_root=str(tmp_path / "docs"),
         granularities=[8],
         batch_size=2,
         steps=1,
-        window_min_tokens=24,
-        window_max_tokens=48,
-        show_progress=False,
     )
     trainer = Trainer(cfg)
     queries = {p.query for p in trainer.pairs}

@@ -326,10 +326,6 @@ def export_beir(task: RetrievalTask, folder: str | Path) -> Path:
     return out
 
 
-def domain_names(domains: Sequence[Domain]) -> str:
-    return ",".join(d.name for d in domains)
-
-
 def domain_tasks(
     domains: Sequence[Domain],
     count_tokens: TokenCounter,
