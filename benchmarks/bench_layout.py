@@ -35,7 +35,7 @@ def main(n: int = 10_000, k: int = 32) -> None:
     ref = reference(enc.tokenizer, texts, k)
     t_ref = time.perf_counter() - t0
     t0 = time.perf_counter()
-    _, layout, _ = enc.layout(texts)
+    _, layout, _ = enc.lay_out(texts)
     t_lmk = time.perf_counter() - t0
     assert all(np.array_equal(layout.sequence(i), np.asarray(r)) for i, r in enumerate(ref[:500]))
     print(f"{n} texts, k={k}, {int(layout.lengths.sum())} laid-out tokens, {os.cpu_count()} cores")

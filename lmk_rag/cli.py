@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import IndexNotFoundError, InvalidInputError, LMKError, PathNotFoundError
+from .export import SAVE_FORMATS
 from .settings import EncoderSettings, setting_fields
 
 
@@ -154,6 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="the index's encoder fingerprint and counts")
     _index_options(info)
     info.add_argument("--json", action="store_true")
+
+    ex = sub.add_parser(
+        "export",
+        help="save a model in a format other tools load (sentence-transformers, merged weights)",
+        description="Write MODEL (a folder, a hub id, or 'default' for the packaged model) to the folder OUT. "
+        "Formats: lmk (lmk-rag's folder: settings + adapter), merged (a plain Hugging Face folder with the "
+        "adapter and landmark offset merged into the weights), sentence-transformers (loads with "
+        "SentenceTransformer(OUT, trust_remote_code=True), no lmk-rag needed), multi-vector (a "
+        "sentence-transformers MultiVectorEncoder whose document vectors are the landmark vectors).",
+    )
+    ex.add_argument("model", help="model folder or hub id; 'default' = the packaged model")
+    ex.add_argument("output", help="folder to write (must not exist or be empty, unless --overwrite)")
+    ex.add_argument("--format", required=True, choices=SAVE_FORMATS)
+    ex.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    add_encoder_options(ex, exclude=("model", "device", "batch_size", "max_batch_tokens"))
 
     tr = sub.add_parser("train", help="teach an encoder to pool at landmarks (LoRA or full fine-tuning)")
     tr.add_argument("--output", required=True, help="folder to write; LMKEncoder(model=folder) loads it")
@@ -336,6 +352,18 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_export(args: argparse.Namespace) -> int:
+    from .encoder import LMKEncoder
+
+    model = None if args.model == "default" else args.model
+    options = {k: v for k, v in encoder_options(args).items() if k != "model"}  # the positional MODEL
+    encoder = LMKEncoder(model, device="cpu", **options)
+    folder = encoder.save(args.output, format=args.format, overwrite=args.overwrite)
+    settings = f"pooling={encoder.pooling}, k={encoder.granularity}"
+    print(f"wrote {args.format} folder {folder} ({encoder.model_name}, {settings})")
+    return 0
+
+
 def run_train(args: argparse.Namespace) -> int:
     from .models import DEFAULT_MODEL
     from .train import TrainConfig, train
@@ -449,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_search(args)
         if args.command == "info":
             return run_info(args)
+        if args.command == "export":
+            return run_export(args)
     except KeyboardInterrupt:
         print(f"lmk-rag {args.command}: interrupted; run it again to resume", file=sys.stderr)
         return 130

@@ -25,6 +25,7 @@ from .batching import iter_batches
 from .errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 from .landmarks import (
     TokenizedBatch,
+    add_final_landmark,
     boundary_chunk_ends,
     build_layout,
     fixed_chunk_ends,
@@ -33,6 +34,8 @@ from .landmarks import (
 from .lmk_folder import LMKFolderConfig, apply_adapter, is_lmk_folder
 from .memory import pin_mmap_threshold
 from .models import (
+    DEFAULT_MODEL,
+    SHIPPED_ADAPTER_NAME,
     SpecialTokens,
     is_rotary,
     load_model,
@@ -45,7 +48,8 @@ from .models import (
 )
 from .pooling import NEEDS_MEANS, PoolingAccumulator, check_pooling, l2_normalize
 from .sentences import sentence_starts
-from .settings import FROM_MODEL, EncoderSettings
+from .settings import FROM_MODEL, LAYOUTS, EncoderSettings
+from .st_folder import STFolder, is_st_folder, read_st_folder
 from .types import Fingerprint, MultiVector
 from .windows import build_sequences
 
@@ -175,10 +179,12 @@ class LMKEncoder:
         model: local folder or hub id; ``None`` is the packaged default.
         **options: any field of :class:`~lmk_rag.settings.EncoderSettings` (pooling, granularity,
             normalize, device, dtype, max_length, max_tokens, window_overlap, batch_size,
-            max_batch_tokens, query_prefix, document_prefix, landmark_token_id,
+            max_batch_tokens, query_prefix, document_prefix, layout, landmark_token_id,
             sentence_max_tokens, sentence_language, seed, show_progress, trust_remote_code,
             allow_pickle, revision); each is described there, with its default. ``pooling``,
-            ``granularity`` and ``landmark_token_id`` left unset take a trained folder's values.
+            ``granularity``, ``landmark_token_id``, the prefixes, ``layout`` and ``max_length`` left
+            unset take the model folder's values (an lmk-rag folder, or a sentence-transformers
+            folder named by path: its prompts, ``max_seq_length`` and LMK keys).
             ``window_overlap=None`` shares about a quarter of a window, and at least one chunk
             when a window holds three or more; rotary models may set ``max_length`` beyond their
             trained length, absolute-position models may not.
@@ -191,15 +197,33 @@ class LMKEncoder:
         self.settings = given
         path, self.model_name = resolve_model_path(given.model)
         folder = load_folder_config(path)
-        pooling = given.pooling if given.pooling is not None else (folder.pooling if folder else "lmk")
+        # Folders named by path are read; the packaged default stands for a hub id, whose defaults stay.
+        by_path = self.model_name not in (DEFAULT_MODEL, SHIPPED_ADAPTER_NAME)
+        st = read_st_folder(path) if folder is None and by_path and is_st_folder(path) else None
+        self.st_folder = st
+        recorded = folder_defaults(folder, st)
+
+        def unset_or(name: str, fallback: Any) -> Any:
+            value = getattr(given, name)
+            if value is not None:
+                return value
+            found = recorded.get(name)
+            return fallback if found is None else found
+
         granularity = given.granularity
         if isinstance(granularity, str) and granularity == FROM_MODEL:
-            granularity = folder.granularity if folder else 32
-        landmark_token_id = given.landmark_token_id
-        if landmark_token_id is None and folder is not None:
-            landmark_token_id = folder.landmark_token_id
-        self.pooling = check_pooling(pooling)
+            granularity = recorded.get("granularity", 32)
+        landmark_token_id = unset_or("landmark_token_id", None)
+        self.pooling = check_pooling(unset_or("pooling", "lmk"))
         self.granularity = check_granularity(granularity)
+        self.layout = unset_or("layout", "lmk")
+        if self.layout not in LAYOUTS:
+            raise InvalidInputError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        # PR #3642's earlier revisions laid texts out as lmk-rag does; only the current one keeps
+        # the tokenizer's final special token (and pools it).
+        self._final_landmark = self.layout == "sentence-transformers" and (
+            st is None or st.kind != "lmk-pr" or st.keeps_final_special
+        )
         if not isinstance(given.normalize, bool):
             raise InvalidTypeError(f"normalize must be a bool, got {type(given.normalize).__name__}")
         self.normalize = given.normalize
@@ -208,11 +232,12 @@ class LMKEncoder:
         self.max_batch_tokens = _check_int("max_batch_tokens", given.max_batch_tokens, 1)
         self.max_tokens = _check_int("max_tokens", given.max_tokens, 1, allow_none=True)
         self.sentence_max_tokens = _check_int("sentence_max_tokens", given.sentence_max_tokens, 1)
+        self.query_prefix = unset_or("query_prefix", "")
+        self.document_prefix = unset_or("document_prefix", "")
         for name in ("query_prefix", "document_prefix", "sentence_language"):
-            if not isinstance(getattr(given, name), str):
-                raise InvalidTypeError(f"{name} must be str, got {type(getattr(given, name)).__name__}")
-        self.query_prefix = given.query_prefix
-        self.document_prefix = given.document_prefix
+            value = getattr(self, name) if name != "sentence_language" else given.sentence_language
+            if not isinstance(value, str):
+                raise InvalidTypeError(f"{name} must be str, got {type(value).__name__}")
         self.sentence_language = given.sentence_language
         self.show_progress = given.show_progress
         self._rng = np.random.default_rng(given.seed)
@@ -221,7 +246,7 @@ class LMKEncoder:
         self.dtype = resolve_dtype(given.dtype)
         # A trained folder's offset (and LoRA, if any) applies after full fine-tuning too ("base_model": ".").
         self.adapter = path if folder is not None else None
-        base = path if folder is None else resolve_base(path, folder)
+        base = st.model_path if st is not None else (path if folder is None else resolve_base(path, folder))
         self.tokenizer, self.model = _load_shared(
             base,
             self.device,
@@ -237,7 +262,13 @@ class LMKEncoder:
         self.dimension = int(self.model.config.hidden_size)
         self.trained_max_length = trained_max_length(self.model.config, self.tokenizer)
         self.rotary = is_rotary(self.model.config)
-        self.max_length = self._check_max_length(given.max_length)
+        max_length = given.max_length
+        if max_length is None and recorded.get("max_length") is not None:
+            # The folder's window (e.g. a sentence-transformers max_seq_length), within what the model allows.
+            max_length = recorded["max_length"]
+            if not self.rotary:
+                max_length = min(max_length, self.trained_max_length)
+        self.max_length = self._check_max_length(max_length)
         self._check_chunks_fit()
 
     # ------------------------------------------------------------------ settings
@@ -382,6 +413,18 @@ class LMKEncoder:
                 )
         return results
 
+    def save(self, path: str | os.PathLike[str], format: str = "lmk", *, overwrite: bool = False) -> Path:
+        """Write this encoder to the folder ``path``: ``"lmk"`` (lmk-rag's folder: settings and
+        adapter), ``"merged"`` (a plain Hugging Face folder, adapter and landmark offset merged
+        into the weights), ``"sentence-transformers"`` (loads with
+        ``SentenceTransformer(path, trust_remote_code=True)``, no lmk-rag needed) or
+        ``"multi-vector"`` (a sentence-transformers ``MultiVectorEncoder`` whose document vectors
+        are the landmark vectors). Each loads back with ``LMKEncoder(path)``; see
+        :mod:`lmk_rag.export`."""
+        from .export import save_encoder
+
+        return save_encoder(self, os.fspath(path) if isinstance(path, os.PathLike) else path, format, overwrite)
+
     # ------------------------------------------------------------------ pipeline
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
         """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``.
@@ -429,10 +472,16 @@ class LMKEncoder:
 
     def chunk(self, batch: TokenizedBatch, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Chunk ends per text for this encoder's granularity."""
+        ends, offsets = self._chunk_ends(batch, texts)
+        if self._final_landmark:
+            return add_final_landmark(ends, offsets, batch.n_tokens)
+        return ends, offsets
+
+    def _chunk_ends(self, batch: TokenizedBatch, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         g = self.granularity
         n = batch.n_tokens
         if g is None:
-            return fixed_chunk_ends(n, self.max_length - self._prefix_len - 1)
+            return fixed_chunk_ends(n, self.max_length - self._prefix_len - 1 - int(self._final_landmark))
         if isinstance(g, int):
             return fixed_chunk_ends(n, g)
         if isinstance(g, list):
@@ -441,7 +490,7 @@ class LMKEncoder:
         ends, offsets = boundary_chunk_ends(batch, bounds)
         return split_long_chunks(ends, offsets, self.sentence_max_tokens)
 
-    def layout(self, texts: list[str], prefix: str = ""):
+    def lay_out(self, texts: list[str], prefix: str = ""):
         """Tokenise, truncate (if ``max_tokens``), chunk and lay out ``texts``."""
         batch = self.tokenize(texts, prefix)
         dropped = np.zeros(batch.n_texts, dtype=np.int64)
@@ -475,7 +524,7 @@ class LMKEncoder:
         show_progress: bool | None,
         normalize: bool | None,
     ) -> _Encoded:
-        batch, layout, dropped = self.layout(texts, prefix)
+        batch, layout, dropped = self.lay_out(texts, prefix)
         seqs = build_sequences(layout, self.max_length, self.window_overlap)
         text_of_chunk = np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets))
         need_means = self.pooling in NEEDS_MEANS
@@ -538,6 +587,33 @@ def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
 def load_folder_config(path: str) -> LMKFolderConfig | None:
     """The LMK settings of a folder written by ``lmk-rag train``, or None for a plain model."""
     return LMKFolderConfig.load(Path(path)) if is_lmk_folder(path) else None
+
+
+def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict[str, Any]:
+    """Settings a model folder records (an LMK folder, else a sentence-transformers folder's
+    LMK keys, prompts and max_seq_length); the encoder takes them for settings left unset."""
+    if folder is not None:
+        recorded = {
+            "pooling": folder.pooling,
+            "granularity": folder.granularity,
+            "landmark_token_id": folder.landmark_token_id,
+            "query_prefix": folder.query_prefix,
+            "document_prefix": folder.document_prefix,
+            "layout": folder.layout,
+            "max_length": folder.max_length,
+        }
+        return {k: v for k, v in recorded.items() if v is not None or k == "granularity"}
+    if st is None:
+        return {}
+    recorded = {
+        "query_prefix": st.query_prefix,
+        "document_prefix": st.document_prefix,
+        "max_length": st.max_seq_length,
+    }
+    if st.is_lmk:
+        recorded.update(pooling="lmk", landmark_token_id=st.landmark_token_id)
+        recorded["granularity"] = st.granularity if st.granularity is not None else 32
+    return {k: v for k, v in recorded.items() if v is not None}
 
 
 def resolve_base(path: str, folder: LMKFolderConfig) -> str:

@@ -20,6 +20,7 @@ from .errors import InvalidInputError
 __all__ = [
     "Layout",
     "TokenizedBatch",
+    "add_final_landmark",
     "assign_landmarks",
     "boundary_chunk_ends",
     "build_layout",
@@ -137,6 +138,19 @@ def boundary_chunk_ends(batch: TokenizedBatch, boundaries: list[np.ndarray]) -> 
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     ends = np.concatenate(ends_per_text) if ends_per_text else np.zeros(0, dtype=np.int64)
     return ends, offsets
+
+
+def add_final_landmark(
+    ends: np.ndarray, chunk_offsets: np.ndarray, n_tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One more, empty chunk at the end of every text: its landmark follows the last chunk's.
+
+    This is the layout of sentence-transformers PR #3642, whose texts keep the tokenizer's final
+    [SEP] after the inserted landmarks and pool it with them: ``[CLS] c1 [SEP] ... cn [SEP] [SEP]``.
+    Its span is empty, at the end of the text.
+    """
+    ends = np.insert(ends, chunk_offsets[1:], np.asarray(n_tokens, dtype=np.int64))
+    return ends.astype(np.int64), (chunk_offsets + np.arange(len(chunk_offsets))).astype(np.int64)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ Layout of a folder written by ``lmk-rag train``::
     adapter/                      peft LoRA adapter (adapter_config.json, adapter_model.safetensors)
     landmark_delta.safetensors    trained offset added to the landmark token's input embedding
 
-or, after full fine-tuning, the whole model (config.json, model.safetensors, tokenizer) beside
-``lmk_config.json`` with ``"base_model": "."``. ``LMKEncoder(model=folder)`` reads it all.
+or, after full fine-tuning or ``LMKEncoder.save(format="merged")``, the whole model (config.json,
+model.safetensors, tokenizer) beside ``lmk_config.json`` with ``"base_model": "."``.
+``LMKEncoder(model=folder)`` reads it all.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ class LMKFolderConfig:
     pooling: str = "lmk"
     granularity: Any = 32
     landmark_token_id: int | None = None
+    # Recorded by LMKEncoder.save (None: not recorded, the encoder's defaults apply).
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    layout: str | None = None
+    max_length: int | None = None
     training: dict[str, Any] = field(default_factory=dict)
 
     def save(self, folder: Path) -> None:

@@ -56,7 +56,7 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     if path.exists():
         if not path.is_dir():
             raise ModelLoadError(f"model={str(model)!r} is a file; pass the folder that holds config.json")
-        if not (path / "config.json").is_file() and not (path / "lmk_config.json").is_file():
+        if not any((path / name).is_file() for name in ("config.json", "lmk_config.json", "modules.json")):
             raise ModelLoadError(
                 f"model folder {str(model)!r} holds no config.json (nor lmk_config.json): it is not a Hugging Face "
                 "model folder; point model= at the folder that save_pretrained() or lmk-rag train wrote"

@@ -19,6 +19,7 @@ from .pooling import POOLING_MODES
 
 POOLINGS = POOLING_MODES
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
+LAYOUTS = ("lmk", "sentence-transformers")
 #: ``granularity`` default: the trained model folder's recorded k, else 32.
 FROM_MODEL = "default"
 
@@ -81,8 +82,26 @@ class EncoderSettings:
     )
     batch_size: int = setting(32, "Rows per encoder forward pass.")
     max_batch_tokens: int = setting(16384, "Padded tokens per encoder forward pass (bounds memory).")
-    query_prefix: str = setting("", "Prepended to queries (e.g. 'query: ' for e5).", fingerprint=True)
-    document_prefix: str = setting("", "Prepended to documents (e.g. 'passage: ').", fingerprint=True)
+    query_prefix: str | None = setting(
+        None,
+        "Prepended to queries (e.g. 'query: ' for e5); None: the model folder's (a sentence-transformers "
+        "'query' prompt, or what lmk-rag saved), else none.",
+        fingerprint=True,
+    )
+    document_prefix: str | None = setting(
+        None,
+        "Prepended to documents (e.g. 'passage: '); None: the model folder's ('document', 'passage' or "
+        "'corpus' prompt), else none.",
+        fingerprint=True,
+    )
+    layout: str | None = setting(
+        None,
+        "'lmk' ([CLS] c1 [LMK] ... cn [LMK]) or 'sentence-transformers' (the layout of sentence-transformers "
+        "PR #3642: the tokenizer's final [SEP] follows and is pooled as one more landmark); None: the model "
+        "folder's recorded layout, else 'lmk'.",
+        fingerprint=True,
+        choices=LAYOUTS,
+    )
     landmark_token_id: int | None = setting(
         None, "Landmark token id; None: the trained folder's, else the tokenizer's SEP, else EOS."
     )

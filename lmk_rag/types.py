@@ -44,7 +44,7 @@ class MultiVector:
 
 # Recorded since these settings were found to change vectors; None means "not recorded" (an index
 # built before), which matches any value so such indexes still open.
-RECORDED_LATER = ("max_length", "max_tokens", "window_overlap", "sentence_max_tokens", "sentence_language")
+RECORDED_LATER = ("max_length", "max_tokens", "window_overlap", "sentence_max_tokens", "sentence_language", "layout")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class Fingerprint:
     window_overlap: int | None = None
     sentence_max_tokens: int | None = None
     sentence_language: str | None = None
+    layout: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

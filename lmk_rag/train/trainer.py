@@ -194,7 +194,7 @@ class LandmarkStudent(torch.nn.Module):
 
 def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]):
     """Differentiable LMK pass: pooled (B, d), landmark states (M, d), chunk->text, layout."""
-    _, layout, _ = enc.layout(texts)
+    _, layout, _ = enc.lay_out(texts)
     seqs = build_sequences(layout, enc.max_length, enc.window_overlap)
     rows = np.arange(len(seqs.lengths))
     batch = make_batch(seqs, rows, enc.special.pad_id, enc.special.cls_id is not None)

@@ -1,0 +1,165 @@
+"""Reading sentence-transformers model folders: the settings LMKEncoder takes from them.
+
+Three kinds are understood, all from their JSON files alone (no code in the folder is run):
+
+- plain folders (``Transformer`` + ``Pooling`` [+ ``Normalize``]): the weights' subfolder, the
+  prompts of ``config_sentence_transformers.json`` (query / document prefixes) and
+  ``max_seq_length`` (window length). Their ``Pooling`` mode is recorded but not imposed:
+  LMKEncoder pools landmarks unless ``pooling=`` says otherwise;
+- the LMK format of sentence-transformers PR #3642 (``LandmarkTransformer`` + ``Pooling`` with
+  ``pooling_mode="lmk"``), every revision's key names: ``landmark_interval`` /
+  ``train_landmark_interval`` / ``lmk_token_id`` (current), ``eval_splitter_granularity`` /
+  ``train_splitter_granularity`` and ``splitter_type`` / ``splitter_granularity`` (earlier);
+- folders written by ``LMKEncoder.save(format="sentence-transformers")`` (``LMKTransformer`` +
+  ``LMKPooling``, see :mod:`lmk_rag.lmk_sentence_transformers`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelLoadError
+
+MODULES_JSON = "modules.json"
+ST_CONFIG = "config_sentence_transformers.json"
+TRANSFORMER_CONFIG = "sentence_bert_config.json"
+# Prompt names read as the document prefix, in order of preference.
+DOCUMENT_PROMPTS = ("document", "passage", "corpus", "doc")
+# Current PR key names, then the earlier revisions' aliases, for the inference-time k.
+INTERVAL_KEYS = ("landmark_interval", "eval_splitter_granularity", "splitter_granularity")
+TRAIN_INTERVAL_KEYS = ("train_landmark_interval", "train_splitter_granularity")
+
+
+@dataclass(frozen=True)
+class STFolder:
+    """What a sentence-transformers folder says about encoding with it."""
+
+    model_path: str  # folder holding config.json and the weights
+    kind: str  # "plain", "lmk-pr" (PR #3642's format) or "lmk-rag" (written by LMKEncoder.save)
+    max_seq_length: int | None
+    query_prefix: str | None
+    document_prefix: str | None
+    pooling: str | None  # "lmk" for the LMK formats; the plain Pooling's mode otherwise
+    normalize: bool
+    granularity: int | list[int] | None  # inference-time k (LMK formats only)
+    train_granularity: int | list[int] | None
+    landmark_token_id: int | None
+    keeps_final_special: bool  # the format pools the tokenizer's own final [SEP] as a landmark
+
+    @property
+    def is_lmk(self) -> bool:
+        return self.kind != "plain"
+
+
+def is_st_folder(path: str | Path) -> bool:
+    return (Path(path) / MODULES_JSON).is_file()
+
+
+def read_st_folder(path: str | Path) -> STFolder:
+    """Parse ``modules.json`` and the module configs of a sentence-transformers folder."""
+    folder = Path(path)
+    modules = _read_json(folder / MODULES_JSON)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and "type" in m for m in modules):
+        raise ModelLoadError(f"{folder / MODULES_JSON} is not a list of modules with a 'type'; is it a model folder?")
+    input_module = next((m for m in modules if _class_name(m).endswith("Transformer")), None)
+    if input_module is None:
+        types = ", ".join(str(m["type"]) for m in modules)
+        raise ModelLoadError(
+            f"sentence-transformers folder {str(folder)!r} has no Transformer module (modules: {types}); "
+            "LMKEncoder loads Hugging Face encoders only"
+        )
+    model_dir = _module_dir(folder, input_module)
+    transformer = _read_json(model_dir / TRANSFORMER_CONFIG, default={})
+    for nested in ("config_args", "config_kwargs"):  # the PR's first revision read its keys from there
+        if isinstance(transformer.get(nested), dict):
+            transformer = {**transformer[nested], **transformer}
+    if transformer.get("do_lower_case"):
+        raise ModelLoadError(
+            f"{model_dir / TRANSFORMER_CONFIG} sets do_lower_case=true: LMKEncoder keeps character offsets into the "
+            "original text and does not lowercase it; lowercase your texts, or use a tokenizer that lowercases"
+        )
+    pooling_module = next((m for m in modules if _class_name(m).endswith("Pooling")), None)
+    pooling_config = (
+        _read_json(_module_dir(folder, pooling_module) / "config.json", default={}) if pooling_module else {}
+    )
+    pooling = _pooling_mode(pooling_config)
+    input_class = _class_name(input_module)
+    if input_class == "LMKTransformer":
+        kind = "lmk-rag"
+    elif input_class == "LandmarkTransformer" or pooling == "lmk":
+        kind = "lmk-pr"
+    else:
+        kind = "plain"
+    prompts = _read_json(folder / ST_CONFIG, default={}).get("prompts") or {}
+    lmk_id = transformer.get("lmk_token_id", pooling_config.get("lmk_token_id"))
+    return STFolder(
+        model_path=str(model_dir),
+        kind=kind,
+        max_seq_length=_positive_int(transformer.get("max_seq_length")),
+        query_prefix=prompts.get("query"),
+        document_prefix=next((prompts[name] for name in DOCUMENT_PROMPTS if name in prompts), None),
+        pooling="lmk" if kind != "plain" else pooling,
+        normalize=pooling_config.get("normalize", any(_class_name(m) == "Normalize" for m in modules)),
+        granularity=_first(transformer, INTERVAL_KEYS) if kind != "plain" else None,
+        train_granularity=_first(transformer, TRAIN_INTERVAL_KEYS) if kind != "plain" else None,
+        landmark_token_id=lmk_id if isinstance(lmk_id, int) else None,
+        # Only the current PR revision (landmark_interval) keeps the tokenizer's final special token;
+        # the earlier ones lay texts out as [CLS] c1 [LMK] ... cn [LMK], as lmk-rag does.
+        keeps_final_special=kind == "lmk-pr" and not any(k in transformer for k in INTERVAL_KEYS[1:]),
+    )
+
+
+def _class_name(module: dict[str, Any]) -> str:
+    return str(module["type"]).rsplit(".", 1)[-1]
+
+
+def _module_dir(folder: Path, module: dict[str, Any]) -> Path:
+    sub = str(module.get("path") or "")
+    target = (folder / sub).resolve()
+    if folder.resolve() not in (target, *target.parents):
+        raise ModelLoadError(f"module path {sub!r} in {folder / MODULES_JSON} leads out of the model folder")
+    return target
+
+
+def _pooling_mode(config: dict[str, Any]) -> str | None:
+    """'lmk', 'mean', 'cls', ... from a Pooling config (``pooling_mode`` or the boolean flags)."""
+    mode = config.get("pooling_mode")
+    if isinstance(mode, str):
+        return {"mean_tokens": "mean", "cls_token": "cls"}.get(mode, mode)
+    flags = {"pooling_mode_lmk": "lmk", "pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
+    return next((name for key, name in flags.items() if config.get(key)), None)
+
+
+def _first(config: dict[str, Any], keys: tuple[str, ...]) -> int | list[int] | None:
+    """The first key present, validated as a positive int or a non-empty list of them."""
+    for key in keys:
+        if key in config and config[key] is not None:
+            value = config[key]
+            ok_int = isinstance(value, int) and not isinstance(value, bool) and value > 0
+            ok_list = (
+                isinstance(value, list)
+                and value
+                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+            )
+            if not (ok_int or ok_list):
+                raise ModelLoadError(f"{key}={value!r} in the model folder must be a positive int or a list of them")
+            return list(value) if isinstance(value, list) else int(value)
+    return None
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _read_json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        if default is not None:
+            return default
+        raise ModelLoadError(f"missing {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot read {path}: {exc}") from exc
