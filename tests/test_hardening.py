@@ -65,6 +65,7 @@ def test_every_setting_is_written_once_and_derived_everywhere():
             "window_overlap",
             "query_prefix",
             "document_prefix",
+            "layout",
             "sentence_max_tokens",
             "sentence_language",
         )
