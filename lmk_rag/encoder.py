@@ -234,8 +234,11 @@ class LMKEncoder:
         self.sentence_max_tokens = _check_int("sentence_max_tokens", given.sentence_max_tokens, 1)
         self.query_prefix = unset_or("query_prefix", "")
         self.document_prefix = unset_or("document_prefix", "")
-        for name in ("query_prefix", "document_prefix", "sentence_language"):
-            value = getattr(self, name) if name != "sentence_language" else given.sentence_language
+        for name, value in (
+            ("query_prefix", self.query_prefix),
+            ("document_prefix", self.document_prefix),
+            ("sentence_language", given.sentence_language),
+        ):
             if not isinstance(value, str):
                 raise InvalidTypeError(f"{name} must be str, got {type(value).__name__}")
         self.sentence_language = given.sentence_language

@@ -83,8 +83,9 @@ def _save_lmk(encoder: LMKEncoder, folder: Path) -> None:
     recorded = LMKFolderConfig.load(source) if source else None
     if source is None or recorded is None or recorded.base_model == ".":
         # A plain model is recorded by name; a fully fine-tuned one carries its (merged) weights.
-        if source is None:
-            folder_config(encoder, encoder.model_name).save(folder)
+        if source is None:  # the weights' own folder (a sentence-transformers folder may keep them in a subfolder)
+            base = encoder.st_folder.model_path if encoder.st_folder is not None else encoder.model_name
+            folder_config(encoder, base).save(folder)
             return
         _save_merged(encoder, folder)
         return

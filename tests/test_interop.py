@@ -163,6 +163,8 @@ def test_sentence_transformers_folder_with_weights_in_a_subfolder(tmp_path, pack
     assert enc.max_length == 200
     reference = LMKEncoder(str(folder / "0_Transformer"), device="cpu", max_length=200)
     assert cosines(enc.encode(["a text"]), reference.encode(["a text"]))[0] >= 0.9999
+    saved = LMKEncoder(str(enc.save(tmp_path / "saved", format="lmk")), device="cpu")  # points at 0_Transformer
+    assert saved.max_length == 200 and cosines(saved.encode(["a text"]), enc.encode(["a text"]))[0] >= 0.9999
 
 
 def test_bad_sentence_transformers_folders_are_named(tmp_path, packaged_dir):
