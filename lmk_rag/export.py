@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,28 +38,53 @@ _ST_MODULE_SOURCE = Path(__file__).with_name(ST_MODULE_FILE)
 
 
 def save_encoder(encoder: LMKEncoder, path: str | Path, format: str = "lmk", overwrite: bool = False) -> Path:
-    """Write ``encoder`` to the folder ``path`` in ``format`` (see the module docstring)."""
+    """Write ``encoder`` to the folder ``path`` in ``format`` (see the module docstring).
+
+    The folder is written beside its destination and moved into place only when complete, so a
+    failed export leaves an existing folder as it was; the encoder's own model folders are never
+    overwritten (they may be what is being copied)."""
     if format not in SAVE_FORMATS:
         raise InvalidInputError(f"format must be one of {SAVE_FORMATS}, got {format!r}")
     if not isinstance(path, (str, Path)):
         raise InvalidTypeError(f"path must be a folder path (str), got {type(path).__name__}")
+    if format in ("sentence-transformers", "multi-vector"):
+        _check_exportable(encoder)
     folder = Path(path).expanduser()
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())) and not overwrite:
+    exists = folder.exists() or folder.is_symlink()
+    if exists and (not folder.is_dir() or any(folder.iterdir())) and not overwrite:
         raise InvalidInputError(
             f"{str(folder)!r} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it"
         )
-    if folder.exists() and overwrite:
-        shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
-    if format in ("sentence-transformers", "multi-vector"):
-        _check_exportable(encoder)
-    folder.mkdir(parents=True, exist_ok=True)
-    if format == "lmk":
-        _save_lmk(encoder, folder)
-    elif format == "merged":
-        _save_merged(encoder, folder)
-    else:
-        _save_sentence_transformers(encoder, folder, multi_vector=format == "multi-vector")
+    target = folder.resolve()
+    for source in _source_folders(encoder):
+        if target == source or target in source.parents:
+            raise InvalidInputError(f"{str(folder)!r} holds this encoder's own model ({source}); save somewhere else")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        if format == "lmk":
+            _save_lmk(encoder, staging)
+        elif format == "merged":
+            _save_merged(encoder, staging)
+        else:
+            _save_sentence_transformers(encoder, staging, multi_vector=format == "multi-vector")
+        if exists:
+            old = staging.with_name(staging.name + ".old")
+            folder.rename(old)
+            staging.rename(folder)
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+        else:
+            staging.rename(folder)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
     return folder
+
+
+def _source_folders(encoder: LMKEncoder) -> list[Path]:
+    """Local folders the encoder's weights and settings were read from."""
+    found = [encoder.adapter, encoder.st_folder.model_path if encoder.st_folder else None, encoder.model_name]
+    return [Path(p).resolve() for p in found if p and Path(p).is_dir()]
 
 
 def folder_config(

@@ -316,6 +316,23 @@ def test_save_refuses_what_it_cannot_write(tmp_path, encoder):
     with pytest.raises(InvalidInputError, match="lmk\\+mean"):
         mixed.save(tmp_path / "m", format="multi-vector")
     assert not (tmp_path / "v").exists() and not (tmp_path / "m").exists()
+    # A refused export with overwrite=True leaves the existing folder as it was.
+    with pytest.raises(InvalidInputError, match="fixed k"):
+        variable.save(tmp_path / "busy", format="sentence-transformers", overwrite=True)
+    assert (tmp_path / "busy" / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy"]  # no staging folder left behind
+
+
+def test_save_never_overwrites_the_encoders_own_folder(tmp_path, encoder):
+    folder = encoder.save(tmp_path / "mine", format="lmk")
+    loaded = LMKEncoder(str(folder), device="cpu")
+    with pytest.raises(InvalidInputError, match="own model"):
+        loaded.save(folder, format="merged", overwrite=True)
+    assert (folder / "adapter").is_dir()  # the adapter being copied is still there
+    replaced = loaded.save(tmp_path / "merged", format="merged")
+    again = loaded.save(replaced, format="lmk", overwrite=True)  # a folder it was not loaded from
+    assert (again / "adapter").is_dir() and not (again / "model.safetensors").exists()
+    assert cosines(LMKEncoder(str(again), device="cpu").encode(["x y"]), encoder.encode(["x y"]))[0] >= 0.9999
 
 
 def test_st_module_truncates_by_whole_chunks():
