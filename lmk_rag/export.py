@@ -105,14 +105,15 @@ def folder_config(
 
 
 def _save_lmk(encoder: LMKEncoder, folder: Path) -> None:
-    source = Path(encoder.adapter) if encoder.adapter else None
-    recorded = LMKFolderConfig.load(source) if source else None
-    if source is None or recorded is None or recorded.base_model == ".":
-        # A plain model is recorded by name; a fully fine-tuned one carries its (merged) weights.
-        if source is None:  # the weights' own folder (a sentence-transformers folder may keep them in a subfolder)
-            base = encoder.st_folder.model_path if encoder.st_folder is not None else encoder.model_name
-            folder_config(encoder, base).save(folder)
-            return
+    """Settings plus the adapter files; a plain model is recorded by its weights' folder or name,
+    a fully fine-tuned one ("base_model": ".") carries its (merged) weights."""
+    if encoder.adapter is None:  # a sentence-transformers folder may keep its weights in a subfolder
+        base = encoder.st_folder.model_path if encoder.st_folder is not None else encoder.model_name
+        folder_config(encoder, base).save(folder)
+        return
+    source = Path(encoder.adapter)
+    recorded = LMKFolderConfig.load(source)
+    if recorded.base_model == ".":
         _save_merged(encoder, folder)
         return
     for name in (ADAPTER_DIR, DELTA_NAME):

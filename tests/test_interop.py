@@ -39,10 +39,8 @@ def copy_model(src: Path, dst: Path, sub: str = "") -> Path:
     """The packaged model's weights and tokenizer (no sentence-transformers files) in ``dst/sub``."""
     target = dst / sub
     target.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
-        if (src / name).exists():
-            shutil.copy2(src / name, target / name)
-    for name in ("special_tokens_map.json",):
+    names = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+    for name in (*names, "special_tokens_map.json"):
         if (src / name).exists():
             shutil.copy2(src / name, target / name)
     return dst
