@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "SentenceTransformer(OUT, trust_remote_code=True), no lmk-rag needed), multi-vector (a "
         "sentence-transformers MultiVectorEncoder whose document vectors are the landmark vectors).",
     )
-    ex.add_argument("model", help="model folder or hub id; 'default' = the packaged model")
+    ex.add_argument("source", metavar="MODEL", help="model folder or hub id; 'default' = the packaged model")
     ex.add_argument("output", help="folder to write (must not exist or be empty, unless --overwrite)")
     ex.add_argument("--format", required=True, choices=SAVE_FORMATS)
     ex.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
@@ -355,9 +355,8 @@ def run_info(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from .encoder import LMKEncoder
 
-    model = None if args.model == "default" else args.model
-    options = {k: v for k, v in encoder_options(args).items() if k != "model"}  # the positional MODEL
-    encoder = LMKEncoder(model, device="cpu", **options)
+    model = None if args.source == "default" else args.source
+    encoder = LMKEncoder(model, device="cpu", **encoder_options(args))
     folder = encoder.save(args.output, format=args.format, overwrite=args.overwrite)
     settings = f"pooling={encoder.pooling}, k={encoder.granularity}"
     print(f"wrote {args.format} folder {folder} ({encoder.model_name}, {settings})")

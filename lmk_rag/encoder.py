@@ -35,7 +35,6 @@ from .lmk_folder import LMKFolderConfig, apply_adapter, is_lmk_folder
 from .memory import pin_mmap_threshold
 from .models import (
     DEFAULT_MODEL,
-    SHIPPED_ADAPTER_NAME,
     SpecialTokens,
     is_rotary,
     load_model,
@@ -198,7 +197,7 @@ class LMKEncoder:
         path, self.model_name = resolve_model_path(given.model)
         folder = load_folder_config(path)
         # Folders named by path are read; the packaged default stands for a hub id, whose defaults stay.
-        by_path = self.model_name not in (DEFAULT_MODEL, SHIPPED_ADAPTER_NAME)
+        by_path = self.model_name != DEFAULT_MODEL
         st = read_st_folder(path) if folder is None and by_path and is_st_folder(path) else None
         self.st_folder = st
         recorded = folder_defaults(folder, st)
