@@ -1,117 +1,237 @@
-"""Index benchmark: ingest time, query latency (p50/p95) per backend and search mode, recall@10 of
-approximate modes against exact MaxSim, and split-then-embed into the same store, as ratios.
+"""Index benchmark on real LMK vectors: ingest docs/s, p50/p95 per search mode, recall@10 against
+exact MaxSim, bytes on disk, for Qdrant Edge (``qdrant:PATH``), qdrant-client local mode (the old
+embedded store, as the reference) and Chroma, in one run; then a prefetch-limit sweep, and
+quantized landmarks (memory, p50, recall vs float32).
 
-The corpus is encoded once (the encoder's time is printed separately); stores then receive the
-same vectors. For the larger size, documents are the base set's multi-vectors with small
-seeded noise, so the store works on realistic shapes without hours of CPU encoding.
+Vectors: ``benchmarks/_real_vectors.py`` (section bodies of the train documentation domains,
+their headings as queries), encoded once into a cache. Sizes above the real set are filled with
+seeded jittered copies of real documents (noise 0.02 per landmark), so the larger corpora keep
+real shapes. Exact MaxSim is computed with numpy over every landmark (the ground truth for recall).
 
-    python benchmarks/bench_index.py [--docs 1000 10000] [--queries 50]
+    LMK_DOCS_ROOT=... python benchmarks/_real_vectors.py --docs 10000 --out /tmp/real.npz
+    python benchmarks/bench_index.py --real /tmp/real.npz --docs 1000 10000 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
-from _texts import varied_texts
+from _real_vectors import RealCorpus, load
 
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import ChromaIndex, QdrantIndex
+from lmk_rag.index.qdrant_layout import default_prefetch_limit
+
+K = 10
 
 
-def jitter(mvs: list[MultiVector], n: int, seed: int = 0) -> list[MultiVector]:
+def corpus_of(real: RealCorpus, n: int, seed: int = 0) -> tuple[list[MultiVector], list[str]]:
+    """n documents: the real ones first, then jittered copies of them."""
     rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        m = mvs[i % len(mvs)]
+    multis, texts = list(real.multis[:n]), list(real.texts[:n])
+    for i in range(len(multis), n):
+        m = real.multis[i % len(real.multis)]
         v = m.vectors + rng.normal(0, 0.02, m.vectors.shape).astype(np.float32)
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         p = v.mean(0)
-        out.append(MultiVector(p / np.linalg.norm(p), v, m.spans, m.n_tokens))
-    return out
+        multis.append(MultiVector(p / np.linalg.norm(p), v, m.spans, m.n_tokens))
+        texts.append(real.texts[i % len(real.texts)])
+    return multis, texts
 
 
-def latency(fn, queries) -> tuple[float, float, list]:
-    times, results = [], []
+def exact_top(multis: list[MultiVector], queries: np.ndarray) -> tuple[list[list[int]], float]:
+    """Exact MaxSim top-K by numpy over every landmark; returns the rankings and p50 ms per query."""
+    matrix = np.concatenate([m.vectors for m in multis])
+    owner = np.repeat(np.arange(len(multis)), [len(m.vectors) for m in multis])
+    starts = np.concatenate([[0], np.cumsum([len(m.vectors) for m in multis])[:-1]])
+    out, times = [], []
     for q in queries:
         t0 = time.perf_counter()
-        results.append(fn(q))
+        best = np.maximum.reduceat(matrix @ q, starts)
+        top = np.argpartition(-best, K)[:K]
+        out.append([int(i) for i in top[np.argsort(-best[top])]])
         times.append(time.perf_counter() - t0)
+    del owner
+    return out, float(np.percentile(np.array(times) * 1000, 50))
+
+
+def du(path: str, part: str = "") -> int:
+    """Bytes a folder (or the files whose path holds ``part``) occupies on disk (blocks, not
+    preallocated sizes: Qdrant's mmap files are sparse)."""
+    return sum(f.stat().st_blocks * 512 for f in Path(path).rglob("*") if f.is_file() and part in str(f))
+
+
+def timed(fn: Callable, queries, texts=None) -> tuple[float, float, list[list[int]]]:
+    times, found = [], []
+    for i, q in enumerate(queries):
+        t0 = time.perf_counter()
+        hits = fn(q, texts[i] if texts is not None else None)
+        times.append(time.perf_counter() - t0)
+        found.append([int(h.id[1:]) for h in hits])
     ms = np.array(times) * 1000
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95)), results
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95)), found
+
+
+def recall(found: list[list[int]], exact: list[list[int]]) -> float:
+    return float(np.mean([len(set(a[:K]) & set(b)) / K for a, b in zip(found, exact)]))
+
+
+def ingest(idx, multis, texts, ids) -> float:
+    t0 = time.perf_counter()
+    for s in range(0, len(ids), 512):
+        idx.add_encoded(multis[s : s + 512], texts[s : s + 512], ids[s : s + 512])
+    if isinstance(idx, QdrantIndex):
+        idx.optimize()  # embedded: build the HNSW graph the data has grown into (part of ingest)
+    return time.perf_counter() - t0
+
+
+def search_fn(idx, mode: str, prefetch: int | None = None) -> Callable:
+    def run(q, text):
+        if prefetch is not None:
+            idx.prefetch_limit = prefetch
+        return idx._search(q, K, {}, mode, 0, text=text)  # the store's work, not the query encoder's
+
+    return run
+
+
+def rss_mb() -> float:
+    """Resident memory now (file-backed pages of the mmap'd vectors included)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, nargs="+", default=[1000, 10000])
-    ap.add_argument("--base-docs", type=int, default=300)
-    ap.add_argument("--queries", type=int, default=50)
-    ap.add_argument("--backends", nargs="+", default=["qdrant", "chroma"], choices=["qdrant", "chroma"])
+    ap.add_argument("--real", required=True, help="cache written by benchmarks/_real_vectors.py")
+    ap.add_argument("--docs", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--backends", nargs="+", default=["edge", "local", "chroma"], choices=["edge", "local", "chroma"])
+    ap.add_argument("--local-max", type=int, default=10000, help="largest size for qdrant-client local mode")
+    ap.add_argument("--chroma-max", type=int, default=10000, help="largest size for Chroma")
+    ap.add_argument("--sweep", type=int, nargs="*", default=[100, 200, 400, 800, 1600])
+    ap.add_argument("--quantization", nargs="*", default=["int8", "binary"])
+    ap.add_argument("--tmp", default=None, help="folder for the stores (default: the system's temp)")
     args = ap.parse_args()
 
+    real = load(args.real)
+    queries = real.queries[: args.queries]
+    qtexts = real.query_texts[: args.queries]
     enc = LMKEncoder(device="cpu")
-    texts = varied_texts(args.base_docs, max_words=350, seed=1)
-    t0 = time.perf_counter()
-    base = enc.encode_multi(texts)
-    t_enc = time.perf_counter() - t0
-    chunk_texts = [t[a:b] for t, m in zip(texts, base) for a, b in m.spans]
-    t0 = time.perf_counter()
-    enc.encode(chunk_texts)
-    t_split = time.perf_counter() - t0
-    print(
-        f"encode {len(texts)} docs whole (LMK multi): {t_enc:.1f} s; split-then-embed the same landmarks' "
-        f"passages: {t_split:.1f} s  (split/LMK x{t_split / t_enc:.2f})"
-    )
-    queries = enc.encode_query(varied_texts(args.queries, max_words=12, seed=7))
-
+    n_landmarks = sum(len(m) for m in real.multis)
+    print(f"real corpus: {len(real.texts)} documents, {n_landmarks} landmarks, {len(queries)} queries")
     for n in args.docs:
-        mvs = jitter(base, n)
-        doc_texts = [texts[i % len(texts)] for i in range(n)]
+        multis, texts = corpus_of(real, n)
         ids = [f"d{i}" for i in range(n)]
-        for name, make in (
-            ("qdrant", lambda d: QdrantIndex(d, encoder=enc)),
-            ("chroma", lambda d: ChromaIndex(d, encoder=enc)),
-        ):
-            if name not in args.backends:
+        exact, numpy_p50 = exact_top(multis, queries)
+        landmarks = sum(len(m) for m in multis)
+        print(
+            f"\n== {n} documents, {landmarks} landmarks; numpy exact MaxSim p50 {numpy_p50:.1f} ms "
+            f"(default prefetch limit for k=10: {default_prefetch_limit(K, n)})"
+        )
+        results: dict[str, float] = {"numpy": numpy_p50}
+        for backend in args.backends:
+            if (backend == "local" and n > args.local_max) or (backend == "chroma" and n > args.chroma_max):
+                print(f"{backend:6s} skipped at {n} documents (--{backend}-max)")
                 continue
-            with tempfile.TemporaryDirectory() as folder:
-                idx = make(os.path.join(folder, "lmk"))
-                t0 = time.perf_counter()
-                for s in range(0, n, 500):
-                    idx.add_encoded(mvs[s : s + 500], doc_texts[s : s + 500], ids[s : s + 500])
-                t_ingest = time.perf_counter() - t0
-                exact: list[list[str]] = []
-                for mode in idx.modes:  # maxsim first: the exact ranking the others are compared with
-                    p50, p95, res = latency(lambda q, index=idx, m=mode: index.search_by_vector(q, 10, mode=m), queries)
-                    ids_found = [[h.id for h in r] for r in res]
-                    if mode == "maxsim":
-                        exact = ids_found
-                    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids_found, exact)])
-                    print(
-                        f"{name:6s} {n:6d} docs  ingest {t_ingest:6.1f} s ({n / t_ingest:6.0f} docs/s)  "
-                        f"{mode:8s} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  recall@10 vs exact {recall:.2f}"
-                    )
-                # split-then-embed: every passage its own single-vector document in the same store
-                pieces = [MultiVector(v, v[None], [sp], 0) for m in mvs for v, sp in zip(m.vectors, m.spans)]
-                piece_texts = [doc_texts[i][a:b] for i, m in enumerate(mvs) for a, b in m.spans]
-                split_idx = make(os.path.join(folder, "split"))  # inside the temporary folder: removed with it
-                t0 = time.perf_counter()
-                for s in range(0, len(pieces), 500):
-                    split_idx.add_encoded(pieces[s : s + 500], piece_texts[s : s + 500])
-                t_split_ingest = time.perf_counter() - t0
-                p50s, _, _ = latency(lambda q, split=split_idx: split.search_by_vector(q, 10, mode="pooled"), queries)
+            folder = tempfile.mkdtemp(dir=args.tmp)
+            try:
+                if backend == "edge":
+                    idx = QdrantIndex(os.path.join(folder, "idx"), encoder=enc)
+                elif backend == "local":
+                    idx = QdrantIndex(local_path=os.path.join(folder, "idx"), encoder=enc)
+                else:
+                    idx = ChromaIndex(os.path.join(folder, "idx"), encoder=enc)
+                t_ingest = ingest(idx, multis, texts, ids)
+                size = du(folder)
                 print(
-                    f"{name:6s} {n:6d} docs  split-then-embed: {len(pieces)} points, ingest {t_split_ingest:6.1f} s "
-                    f"(x{t_split_ingest / t_ingest:.2f} of LMK), p50 {p50s:.1f} ms"
+                    f"{backend:6s} ingest {n / t_ingest:7.0f} docs/s ({t_ingest:.1f} s), {size / 2**20:.0f} MiB on disk"
                 )
-                if hasattr(split_idx, "close"):
-                    split_idx.close()
+                for mode in idx.modes:
+                    p50, p95, found = timed(search_fn(idx, mode), queries, qtexts)
+                    results[f"{backend}:{mode}"] = p50
+                    # hybrid ranks differently on purpose: its overlap with exact MaxSim is not a recall
+                    overlap = "overlap" if mode == "hybrid" else "recall@10"
+                    print(
+                        f"{backend:6s} {mode:8s} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  "
+                        f"{overlap} vs exact {recall(found, exact):.3f}"
+                    )
+                results[f"{backend}:ingest"] = n / t_ingest
+                if backend == "edge" and args.sweep:
+                    for limit in args.sweep:
+                        p50, _, found = timed(search_fn(idx, "prefetch", limit), queries)
+                        print(
+                            f"edge   prefetch limit {limit:5d}: p50 {p50:6.2f} ms  recall@10 {recall(found, exact):.3f}"
+                        )
+                    idx.prefetch_limit = None
                 idx.close()
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+                gc.collect()
+        ref = results.get("local:maxsim", results["numpy"])
+        ref_name = "local mode exact MaxSim" if "local:maxsim" in results else "numpy exact MaxSim"
+        if "edge:prefetch" in results:
+            print(f"ratio: edge default (prefetch) p50 = 1/{ref / results['edge:prefetch']:.0f} of {ref_name}")
+        if "edge:ingest" in results and "local:ingest" in results:
+            print(f"ratio: edge ingest = x{results['edge:ingest'] / results['local:ingest']:.1f} local mode's docs/s")
+        if args.quantization and "edge" in args.backends:
+            quantized(args, n, multis, texts, ids, queries, exact, enc)
+
+
+def quantized(args, n, multis, texts, ids, queries, exact, enc) -> None:
+    """Each quantization in a fresh process (so its RSS is its own), against float32."""
+    for q in [None, *args.quantization]:
+        folder = tempfile.mkdtemp(dir=args.tmp)
+        try:
+            idx = QdrantIndex(os.path.join(folder, "idx"), encoder=enc, quantization=q)
+            t = ingest(idx, multis, texts, ids)
+            idx.close()
+            landmark_dir = "vector_storage-landmarks"
+            vec_bytes = du(folder, landmark_dir + "/vectors")
+            quant_bytes = du(folder, landmark_dir + "/quantized")
+            np.save(os.path.join(folder, "queries.npy"), queries)
+            out = subprocess.run(
+                [sys.executable, __file__, "--probe", os.path.join(folder, "idx"), os.path.join(folder, "queries.npy")],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            p50, rss = float(out[0]), float(out[1])
+            found = [[int(x) for x in line.split(",")] for line in out[2:]]
+            print(
+                f"edge quantization={q!s:6s} ingest {t:5.1f} s  "
+                f"landmarks float32 on disk {vec_bytes / 2**20:7.1f} MiB, "
+                f"quantized (in RAM) {quant_bytes / 2**20:6.1f} MiB  index RSS {rss:6.0f} MiB  "
+                f"maxsim p50 {p50:6.2f} ms  recall@10 {recall(found, exact):.3f}"
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def probe(path: str, queries_path: str) -> None:
+    """Open an index read-only in this fresh process, run exact MaxSim for every query: p50, peak RSS, ids."""
+    enc = LMKEncoder(device="cpu")
+    before = rss_mb()
+    idx = QdrantIndex(path, encoder=enc)
+    qs = np.load(queries_path)
+    p50, _, found = timed(search_fn(idx, "maxsim"), qs)
+    print(p50, rss_mb() - before)
+    for f in found:
+        print(",".join(map(str, f)))
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--probe":
+        probe(sys.argv[2], sys.argv[3])
+    else:
+        main()

@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="read files into a Qdrant or Chroma index (resumable, idempotent)")
     ing.add_argument("paths", nargs="+", help="files or folders")
     _index_options(ing)
+    _quantization_option(ing)
     ing.add_argument(
         "--prune", action="store_true", help="remove documents whose files, under the paths given, are gone"
     )
@@ -148,9 +149,30 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query")
     _index_options(se)
     se.add_argument("-k", type=int, default=5)
-    se.add_argument("--mode", default="maxsim", help="maxsim, prefetch (qdrant) or pooled")
+    se.add_argument(
+        "--mode",
+        default=None,
+        choices=("prefetch", "maxsim", "pooled", "hybrid"),
+        help="qdrant: prefetch (default: pooled HNSW candidates, exact MaxSim rerank), maxsim (exact), pooled, "
+        "hybrid (BM25 + MaxSim); chroma: maxsim (default) or pooled",
+    )
     se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
     se.add_argument("--json", action="store_true", help="machine-readable output")
+
+    cp = sub.add_parser(
+        "copy",
+        help="copy an index into another store without re-encoding (embedded -> server, old folders -> Qdrant Edge)",
+        description="Copy every document (text, metadata, spans, vectors) of SOURCE into DEST, e.g. "
+        "qdrant:./lmk_index -> qdrant+http://host:6333, or qdrant-local:OLD (an index written by "
+        "qdrant-client's local mode) -> qdrant:NEW. Ids are kept: run it again to finish a copy that stopped.",
+    )
+    from .index.uri import URI_HELP
+
+    cp.add_argument("source", metavar="SOURCE", help=URI_HELP + ", or qdrant-local:PATH")
+    cp.add_argument("dest", metavar="DEST", help=URI_HELP)
+    cp.add_argument("--batch", type=int, default=256, help="documents read and written together")
+    _quantization_option(cp)
+    cp.add_argument("--no-progress", action="store_true")
 
     info = sub.add_parser("info", help="the index's encoder fingerprint and counts")
     _index_options(info)
@@ -241,6 +263,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quantization_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quantization",
+        choices=("int8", "binary"),
+        default=None,
+        help="new Qdrant indexes: landmark vectors quantized in RAM, originals on disk for rescoring",
+    )
+
+
 def _index_options(p: argparse.ArgumentParser) -> None:
     from .index.uri import URI_HELP
 
@@ -261,7 +292,7 @@ def _open(args: argparse.Namespace, must_exist: bool) -> Any:
         )
     settings = stored.encoder_settings() if stored is not None else {}
     settings.update(encoder_options(args))
-    return open_index(uri, LMKEncoder(**settings))
+    return open_index(uri, LMKEncoder(**settings), quantization=getattr(args, "quantization", None))
 
 
 def run_ingest(args: argparse.Namespace) -> int:
@@ -330,6 +361,33 @@ def run_search(args: argparse.Namespace) -> int:
         print("   " + _highlight(hit, tty))
     if not hits:
         print("no results")
+    return 0
+
+
+def run_copy(args: argparse.Namespace) -> int:
+    from .index import copy_index
+    from .index.uri import open_index, parse_index_uri, read_fingerprint
+
+    if args.batch < 1:
+        raise InvalidInputError(f"--batch must be a positive number, got {args.batch}")
+    source_uri, dest_uri = parse_index_uri(args.source), parse_index_uri(args.dest)
+    stored = read_fingerprint(source_uri)
+    if stored is None:
+        raise IndexNotFoundError(f"no lmk-rag index at {args.source}")
+    from .encoder import LMKEncoder
+
+    # The source's own encoder settings: the destination records them; nothing is re-encoded.
+    source = open_index(source_uri, LMKEncoder(**stored.encoder_settings(), device="cpu"))
+    try:
+        dest = open_index(dest_uri, source.encoder, quantization=args.quantization)
+        try:
+            copied = copy_index(source, dest, batch_size=args.batch, show_progress=not args.no_progress)
+            total = len(dest)
+        finally:
+            dest.close()
+    finally:
+        source.close()
+    print(f"copied {copied} documents from {args.source} to {args.dest} ({total} documents there)")
     return 0
 
 
@@ -476,6 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_search(args)
         if args.command == "info":
             return run_info(args)
+        if args.command == "copy":
+            return run_copy(args)
         if args.command == "export":
             return run_export(args)
     except KeyboardInterrupt:

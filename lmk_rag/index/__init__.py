@@ -1,6 +1,7 @@
 """Multi-vector LMK indexes: the same API over Qdrant and Chroma."""
 
 from .base import SEARCH_MODES, Hit, MultiVectorIndex, StoredDocument
+from .copy import copy_index
 
 
 def __getattr__(name: str):
@@ -16,4 +17,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["SEARCH_MODES", "ChromaIndex", "Hit", "MultiVectorIndex", "QdrantIndex", "StoredDocument"]
+__all__ = ["SEARCH_MODES", "ChromaIndex", "Hit", "MultiVectorIndex", "QdrantIndex", "StoredDocument", "copy_index"]

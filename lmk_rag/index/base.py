@@ -24,7 +24,9 @@ from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
 from ..types import Fingerprint, MultiVector
 
-SEARCH_MODES = ("maxsim", "prefetch", "pooled")
+SEARCH_MODES = ("maxsim", "prefetch", "pooled", "hybrid")
+# Backends that store BM25 vectors, named when another one is asked for mode="hybrid".
+HYBRID_BACKENDS = "QdrantIndex (embedded qdrant:PATH, a server via url=, or memory)"
 # Every backend stores and filters such keys alike (Qdrant quotes them in its JSON paths, where '"' cannot go).
 METADATA_KEY_RULE = "metadata keys must be non-empty str, without '\"', not starting with '_lmk'"
 _ALLOWED_META = (str, int, float, bool)
@@ -206,13 +208,21 @@ class MultiVectorIndex(ABC):
                 self._upsert(doc_ids, items, metas, list(multis))
         return doc_ids
 
-    def _check_search(self, k: int, mode: str, neighbours: int) -> None:
+    def _check_search(self, k: int, mode: str | None, neighbours: int) -> str:
+        """Validate the search arguments; returns the mode to run (None: the backend's default)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive int, got {k!r}")
+        mode = self.default_mode if mode is None else mode
+        if mode == "hybrid" and mode not in self.modes:
+            raise InvalidInputError(
+                f"mode='hybrid' needs BM25 sparse vectors, which {type(self).__name__} does not store; "
+                f"use {HYBRID_BACKENDS}, or one of {self.modes}"
+            )
         if mode not in self.modes:
             raise InvalidInputError(f"mode must be one of {self.modes} for {type(self).__name__}, got {mode!r}")
         if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
             raise InvalidInputError(f"neighbours must be an int >= 0, got {neighbours!r}")
+        return mode
 
     def search(
         self,
@@ -220,17 +230,18 @@ class MultiVectorIndex(ABC):
         k: int = 4,
         *,
         filter: Mapping[str, Any] | None = None,
-        mode: str = "maxsim",
+        mode: str | None = None,
         neighbours: int = 0,
     ) -> list[Hit]:
-        """The k best documents for ``query``, each with its best landmark's span and passage."""
+        """The k best documents for ``query``, each with its best landmark's span and passage.
+        ``mode``: one of the backend's :attr:`modes`; None is its :attr:`default_mode`."""
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
-        self._check_search(k, mode, neighbours)
+        mode = self._check_search(k, mode, neighbours)
         where = check_filter(filter)
         q = self.encoder.encode_query(query)
         with self._backend():
-            return self._search(q, k, where, mode, neighbours)
+            return self._search(q, k, where, mode, neighbours, text=query)
 
     def search_by_vector(
         self,
@@ -238,11 +249,12 @@ class MultiVectorIndex(ABC):
         k: int = 4,
         *,
         filter: Mapping[str, Any] | None = None,
-        mode: str = "maxsim",
+        mode: str | None = None,
         neighbours: int = 0,
     ) -> list[Hit]:
-        """Like :meth:`search` for a query vector already encoded by this index's encoder."""
-        self._check_search(k, mode, neighbours)
+        """Like :meth:`search` for a query vector already encoded by this index's encoder
+        (not ``hybrid``, which needs the query's text)."""
+        mode = self._check_search(k, mode, neighbours)
         vector = np.asarray(q, dtype=np.float32)
         if vector.shape != (self.encoder.dimension,) or not np.isfinite(vector).all():
             raise InvalidInputError(
@@ -267,6 +279,19 @@ class MultiVectorIndex(ABC):
             with self._backend():
                 self._delete(items)
 
+    def scan(self, batch_size: int = 256) -> Iterator[list[tuple[StoredDocument, MultiVector]]]:
+        """Every stored document with its vectors, in batches: what :func:`~.copy.copy_index` moves."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size must be a positive int, got {batch_size!r}")
+        offset: Any = None
+        while True:
+            with self._backend():
+                batch, offset = self._scan(offset, batch_size)
+            if batch:
+                yield batch
+            if offset is None:
+                return
+
     def ids(self) -> list[str]:
         """Every document id in the index."""
         with self._backend():
@@ -287,6 +312,7 @@ class MultiVectorIndex(ABC):
 
     # ---------------------------------------------------------------- backend hooks
     modes: tuple[str, ...] = SEARCH_MODES
+    default_mode: str = "maxsim"
     #: The embedded store's folder (None for a server or memory): ingest never reads inside it.
     folder: Path | None = None
 
@@ -297,7 +323,14 @@ class MultiVectorIndex(ABC):
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None: ...
 
     @abstractmethod
-    def _search(self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int) -> list[Hit]: ...
+    def _search(
+        self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int, text: str | None = None
+    ) -> list[Hit]: ...
+
+    @abstractmethod
+    def _scan(self, offset: Any, limit: int) -> tuple[list[tuple[StoredDocument, MultiVector]], Any]:
+        """Up to ``limit`` documents with their vectors after ``offset`` (None: the start), and the
+        next offset (None: no more)."""
 
     @abstractmethod
     def _get(self, ids: list[str]) -> list[StoredDocument]: ...

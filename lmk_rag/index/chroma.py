@@ -240,7 +240,31 @@ class ChromaIndex(MultiVectorIndex):
     def _count(self) -> int:
         return self.docs.count()
 
-    def _search(self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int) -> list[Hit]:
+    def _scan(self, offset: Any, limit: int) -> tuple[list[tuple[StoredDocument, MultiVector]], Any]:
+        start = int(offset or 0)
+        got = self.docs.get(limit=limit, offset=start, include=["documents", "metadatas", "embeddings"])
+        ids = list(got["ids"])
+        if not ids:
+            return [], None
+        gens = [meta["_lmk_gen"] for meta in got["metadatas"]]
+        rows = self.landmarks.get(
+            where={"$and": [{"_lmk_doc": {"$in": ids}}, {"_lmk_gen": {"$in": gens}}]},
+            include=["embeddings", "metadatas"],
+        )
+        per_doc: dict[str, list[tuple[int, np.ndarray]]] = {}
+        for meta, vector in zip(rows["metadatas"], rows["embeddings"]):
+            per_doc.setdefault(meta["_lmk_doc"], []).append((int(meta["_lmk_i"]), np.asarray(vector, dtype=np.float32)))
+        out = []
+        for doc_id, text, meta, pooled in zip(ids, got["documents"], got["metadatas"], got["embeddings"]):
+            spans = [(int(a), int(b)) for a, b in json.loads(meta["_lmk_spans"])]
+            vectors = np.stack([v for _, v in sorted(per_doc.get(doc_id, []), key=lambda t: t[0])])
+            doc = StoredDocument(doc_id, text, json.loads(meta["_lmk_meta"]), spans)
+            out.append((doc, MultiVector(np.asarray(pooled, dtype=np.float32), vectors, spans, 0)))
+        return out, (start + len(ids) if len(ids) == limit else None)
+
+    def _search(
+        self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int, text: str | None = None
+    ) -> list[Hit]:
         user = _where(*({key: value} for key, value in where.items()))
         if mode == "pooled":
             return self._search_pooled(q, k, user, neighbours)

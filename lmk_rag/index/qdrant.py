@@ -1,14 +1,20 @@
-"""Qdrant backend: one point per document, a pooled dense vector and a MAX_SIM multivector.
+"""Qdrant backend: one point per document, a pooled dense vector, a MAX_SIM multivector and BM25.
 
-Embedded by default (qdrant-client local mode on a folder), ``location=":memory:"``, or a
-server / cluster by ``url`` (+ ``api_key``). Point ids are UUIDv5 of the user's id, which is
-kept in the payload with the text, metadata and landmark spans. One point per document makes
-every write atomic: a document is visible with all its landmarks or not at all.
+Embedded by default: ``QdrantIndex(path)`` runs Qdrant's own engine in-process (Qdrant Edge:
+segments, WAL, HNSW, payload indexes, quantization). ``url=`` (+ ``api_key``) talks to a server
+or cluster, ``location=":memory:"`` keeps everything in memory, ``local_path=`` opens an index
+written by qdrant-client's local mode (lmk-rag's embedded store before Edge) to copy it. Every
+store uses one collection layout (:mod:`.qdrant_layout`), so an index moves between them with
+:func:`~lmk_rag.index.copy.copy_index` (``lmk-rag copy``).
+
+Search modes: ``prefetch`` (default: the best documents by the pooled vector through HNSW, then
+exact MaxSim over their landmarks), ``maxsim`` (exact MaxSim over every document), ``pooled``
+(one vector per document) and ``hybrid`` (BM25 fused with MaxSim, see :mod:`.fusion`).
 """
 
 from __future__ import annotations
 
-import uuid
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,70 +24,41 @@ from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
 from .base import Hit, MultiVectorIndex, StoredDocument, best_landmark, make_hit
-
-_NAMESPACE = uuid.UUID("6c6d6b2d-7261-6700-8000-000000000001")
-POOLED, LANDMARKS = "pooled", "landmarks"
-_UPSERT_BATCH = 64
-
+from .fusion import check_fusion, fuse
+from .qdrant_client_store import ClientStore, is_connection_error, open_local_mode
+from .qdrant_layout import (
+    LANDMARKS,
+    Found,
+    Plan,
+    check_quantization,
+    default_prefetch_limit,
+    document_of,
+    found,
+    multivector_of,
+    point_id,
+    sparse_query,
+    to_point,
+)
 
 DEFAULT_PATH = "./lmk_index"
+_COUNT_TTL_S = 30.0
+_UPSERT_BATCH = 256
 
-
-def point_id(doc_id: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, doc_id))
-
-
-def _open_folder(folder: Path) -> Any:
-    """qdrant-client local mode on ``folder``, with errors that say what to change."""
-    from qdrant_client import QdrantClient
-
-    if folder.exists() and not folder.is_dir():
-        raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
-    try:
-        return QdrantClient(path=str(folder))
-    except RuntimeError as exc:
-        if "already accessed" in str(exc):
-            raise IndexUnavailableError(
-                f"the index folder {str(folder)!r} is open in another process (qdrant local mode allows one); "
-                "close that process, or use a Qdrant server via url="
-            ) from exc
-        raise
-    except OSError as exc:
-        raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
-
-
-def stored_fingerprint(client: Any, collection: str) -> Fingerprint | None:
-    """The fingerprint kept beside ``collection``, or None where there is none yet."""
-    meta = f"{collection}__lmk_meta"
-    if not client.collection_exists(meta):
-        return None
-    points = client.retrieve(meta, ids=[point_id("fingerprint")], with_payload=True)
-    return Fingerprint.from_dict(points[0].payload["fingerprint"]) if points and points[0].payload else None
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    """True for the transport errors qdrant-client raises when no server answers."""
-    import httpx
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, (httpx.TransportError, ConnectionError)) or type(seen).__name__ in (
-            "ResponseHandlingException",
-            "_InactiveRpcError",
-        ):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def payload_key(key: str) -> str:
-    """The JSON path of a metadata key, quoted so '.', '[', ':' and spaces are part of the name."""
-    return f'metadata."{key}"'
+__all__ = ["DEFAULT_PATH", "QdrantIndex", "point_id"]
 
 
 class QdrantIndex(MultiVectorIndex):
-    """LMK documents in Qdrant. Search modes: ``maxsim`` (exact MaxSim over landmarks),
-    ``prefetch`` (pooled-vector candidates, then MaxSim rerank) and ``pooled``."""
+    """LMK documents in Qdrant (embedded Qdrant Edge, a server, or memory).
+
+    ``prefetch_limit``: pooled candidates reranked by MaxSim in ``prefetch`` mode (None: chosen
+    from k and the corpus size, :func:`~.qdrant_layout.default_prefetch_limit`).
+    ``quantization``: ``"int8"`` or ``"binary"`` landmark vectors in RAM, originals on disk for
+    rescoring (fixed when the collection is created). ``hybrid_fusion`` (``"weighted"`` or
+    ``"rrf"``) and ``hybrid_weight`` (BM25's share in ``weighted``) shape ``mode="hybrid"``.
+    """
+
+    modes = ("prefetch", "maxsim", "pooled", "hybrid")
+    default_mode = "prefetch"
 
     def __init__(
         self,
@@ -90,174 +67,199 @@ class QdrantIndex(MultiVectorIndex):
         location: str | None = None,
         url: str | None = None,
         api_key: str | None = None,
+        local_path: str | Path | None = None,
         collection: str = "lmk",
         encoder: LMKEncoder | None = None,
-        prefetch_limit: int = 100,
+        prefetch_limit: int | None = None,
+        quantization: str | None = None,
+        hybrid_fusion: str = "weighted",
+        hybrid_weight: float = 0.3,
         client: Any = None,
     ) -> None:
-        try:
-            from qdrant_client import QdrantClient
-        except ImportError as exc:  # pragma: no cover
-            raise MissingDependencyError("QdrantIndex needs qdrant-client: pip install 'lmk-rag[qdrant]'") from exc
-        if sum(x is not None for x in (path, location, url, client)) > 1:
-            raise InvalidInputError("give one of path=, location=, url= or client=")
+        if sum(x is not None for x in (path, location, url, local_path, client)) > 1:
+            raise InvalidInputError("give one of path=, location=, url=, local_path= or client=")
+        if prefetch_limit is not None and (
+            isinstance(prefetch_limit, bool) or not isinstance(prefetch_limit, int) or prefetch_limit < 1
+        ):
+            raise InvalidInputError(
+                f"prefetch_limit must be a positive int or None (chosen per query), got {prefetch_limit!r}"
+            )
+        check_fusion(hybrid_fusion, hybrid_weight)
+        quantization = check_quantization(quantization)
+        if not isinstance(collection, str) or not collection or "/" in collection or collection.startswith("."):
+            raise InvalidInputError(f"collection must be a non-empty name without '/', got {collection!r}")
         super().__init__(encoder)
         self.collection = collection
         self.prefetch_limit = prefetch_limit
-        self.where = url or location or ("a given client" if client is not None else str(path or DEFAULT_PATH))
-        self.folder = Path(path or DEFAULT_PATH) if url is None and location is None and client is None else None
-        if client is not None:
-            self.client = client
-        elif url is not None:
-            self.client = QdrantClient(url=url, api_key=api_key)
-        elif location is not None:
-            self.client = QdrantClient(location=location)
+        self.hybrid_fusion, self.hybrid_weight = hybrid_fusion, float(hybrid_weight)
+        self._count_cache: tuple[float, int] | None = None
+        embedded = all(x is None for x in (location, url, local_path, client))
+        given_client = client is not None
+        self.folder = Path(path or DEFAULT_PATH) if embedded else None
+        self.where = url or location or str(local_path or path or DEFAULT_PATH)
+        if embedded:
+            from .qdrant_edge_store import EdgeStore
+
+            self.store: Any = EdgeStore(Path(path or DEFAULT_PATH), collection, self.encoder.dimension, quantization)
         else:
-            self.client = _open_folder(Path(path or DEFAULT_PATH))
-        try:
-            self._ensure_collections()
-        except Exception as exc:
-            if url is not None and _is_connection_error(exc):
-                self.client.close()
-                raise IndexUnavailableError(
-                    f"cannot reach the Qdrant server at {url} ({type(exc).__name__}: {exc}); start it, "
-                    "or check the URL and API key"
+            try:
+                from qdrant_client import QdrantClient
+            except ImportError as exc:  # pragma: no cover
+                raise MissingDependencyError(
+                    "QdrantIndex(url=...) needs qdrant-client: pip install 'lmk-rag[qdrant]'"
                 ) from exc
+            if client is None:
+                if url is not None:
+                    client = QdrantClient(url=url, api_key=api_key)
+                elif location is not None:
+                    client = QdrantClient(location=location)
+                else:
+                    client = open_local_mode(Path(str(local_path)))
+            try:
+                self.store = ClientStore(client, collection, self.encoder.dimension, quantization)
+            except Exception as exc:
+                if url is not None and is_connection_error(exc):
+                    client.close()
+                    raise IndexUnavailableError(
+                        f"cannot reach the Qdrant server at {url} ({type(exc).__name__}: {exc}); start it, "
+                        "or check the URL and API key"
+                    ) from exc
+                raise
+        try:
+            self._check_fingerprint(self.store.fingerprint())
+        except Exception:
+            if not given_client:  # a client the caller gave stays theirs to close
+                self.store.close()
             raise
 
-    # ---------------------------------------------------------------- set-up
-    def _ensure_collections(self) -> None:
-        from qdrant_client import models
-
-        dim = self.encoder.dimension
-        if not self.client.collection_exists(self.collection):
-            self.client.create_collection(
-                self.collection,
-                vectors_config={
-                    POOLED: models.VectorParams(size=dim, distance=models.Distance.COSINE),
-                    LANDMARKS: models.VectorParams(
-                        size=dim,
-                        distance=models.Distance.COSINE,
-                        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-                    ),
-                },
-            )
-        meta = f"{self.collection}__lmk_meta"
-        stored = stored_fingerprint(self.client, self.collection)
-        if not self.client.collection_exists(meta):
-            self.client.create_collection(
-                meta, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
-            )
-        self._check_fingerprint(stored)
+    @property
+    def quantization(self) -> str | None:
+        return self.store.quantization
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:
-        from qdrant_client import models
-
-        self.client.upsert(
-            f"{self.collection}__lmk_meta",
-            points=[
-                models.PointStruct(id=point_id("fingerprint"), vector=[1.0], payload={"fingerprint": fp.to_dict()})
-            ],
-        )
+        self.store.write_fingerprint(fp)
 
     def _translate_error(self, exc: Exception) -> Exception:
-        if _is_connection_error(exc):
+        if is_connection_error(exc):
             return IndexUnavailableError(f"lost the Qdrant server at {self.where} ({exc}); start it and run again")
         return exc
 
     def close(self) -> None:
-        self.client.close()
+        """Flush, build the indexes new data has grown into (embedded) and release the folder."""
+        with self._lock:
+            self.store.close()
+
+    def optimize(self) -> None:
+        """Build HNSW and payload indexes now (embedded; a server does it on its own)."""
+        with self._backend():
+            self.store.optimize()
 
     # ---------------------------------------------------------------- writes
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
-        from qdrant_client import models
-
-        points = [
-            models.PointStruct(
-                id=point_id(doc_id),
-                vector={POOLED: mv.pooled.tolist(), LANDMARKS: mv.vectors.tolist()},
-                payload={"doc_id": doc_id, "text": text, "metadata": meta, "spans": [list(s) for s in mv.spans]},
+        with_bm25 = self.store.bm25
+        for start in range(0, len(ids), _UPSERT_BATCH):
+            end = start + _UPSERT_BATCH
+            self.store.upsert(
+                [
+                    to_point(doc_id, text, meta, mv, with_bm25)
+                    for doc_id, text, meta, mv in zip(
+                        ids[start:end], texts[start:end], metas[start:end], multis[start:end]
+                    )
+                ]
             )
-            for doc_id, text, meta, mv in zip(ids, texts, metas, multis)
-        ]
-        for start in range(0, len(points), _UPSERT_BATCH):
-            self.client.upsert(self.collection, points=points[start : start + _UPSERT_BATCH], wait=True)
+        self._count_cache = None
 
     def _delete(self, ids: list[str]) -> None:
-        from qdrant_client import models
-
-        self.client.delete(self.collection, points_selector=models.PointIdsList(points=[point_id(i) for i in ids]))
+        self.store.delete([point_id(i) for i in ids])
+        self._count_cache = None
 
     # ---------------------------------------------------------------- reads
-    @staticmethod
-    def _document(payload: dict[str, Any]) -> StoredDocument:
-        return StoredDocument(
-            payload["doc_id"],
-            payload["text"],
-            payload.get("metadata") or {},
-            [tuple(s) for s in payload.get("spans", [])],
-        )
-
     def _get(self, ids: list[str]) -> list[StoredDocument]:
-        points = self.client.retrieve(self.collection, ids=[point_id(i) for i in ids], with_payload=True)
-        by_id = {p.payload["doc_id"]: self._document(p.payload) for p in points}
+        by_id = {p["doc_id"]: document_of(p) for p, _, _ in self.store.retrieve([point_id(i) for i in ids], False)}
         return [by_id[i] for i in ids if i in by_id]
 
     def _ids(self) -> list[str]:
-        out, offset = [], None
+        out: list[str] = []
+        offset = None
         while True:
-            points, offset = self.client.scroll(self.collection, limit=1000, offset=offset, with_payload=["doc_id"])
-            out += [p.payload["doc_id"] for p in points]
+            records, offset = self.store.scroll(offset, 1000, False)
+            out += [p["doc_id"] for p, _, _ in records]
             if offset is None:
                 return out
 
+    def _scan(self, offset: Any, limit: int) -> tuple[list[tuple[StoredDocument, MultiVector]], Any]:
+        records, nxt = self.store.scroll(offset, limit, True)
+        return [(document_of(p), multivector_of(p, pooled, lms)) for p, pooled, lms in records], nxt
+
     def _count(self) -> int:
-        return self.client.count(self.collection, exact=True).count
+        return self.store.count()
 
-    def _filter(self, where: dict):
-        from qdrant_client import models
+    def _corpus_size(self) -> int:
+        now = time.monotonic()
+        if self._count_cache is None or now - self._count_cache[0] > _COUNT_TTL_S:
+            self._count_cache = (now, self.store.count())
+        return self._count_cache[1]
 
-        if not where:
-            return None
-        return models.Filter(
-            must=[
-                models.FieldCondition(key=payload_key(key), match=models.MatchValue(value=value))
-                for key, value in where.items()
-            ]
+    def _prefetch(self, k: int) -> int:
+        return max(self.prefetch_limit or default_prefetch_limit(k, self._corpus_size()), k)
+
+    def _search(
+        self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int, text: str | None = None
+    ) -> list[Hit]:
+        vector = q.tolist()
+        if mode != "hybrid":
+            plan = Plan(mode, k, where, vector=vector, prefetch=self._prefetch(k) if mode == "prefetch" else 0)
+            results = self.store.search([plan])[0]
+            return [self._hit(f, f.score, q, neighbours) for f in results]
+        if not self.store.bm25:
+            raise InvalidInputError(
+                f"the collection {self.collection!r} has no BM25 vectors (written before they were part of the "
+                "layout); copy it into a new collection (lmk-rag copy) to use mode='hybrid'"
+            )
+        if text is None:
+            raise InvalidInputError("mode='hybrid' needs the query text: use search(), not search_by_vector()")
+        pool = max(10 * k, 50)
+        # Candidates as ids and scores only (vectors cross into Python slowly), the exact MaxSim of
+        # BM25's candidates that MaxSim did not bring, then the k winners whole.
+        dense_plan = Plan(
+            "prefetch",
+            pool,
+            where,
+            vector=vector,
+            prefetch=max(self._prefetch(k), pool),
+            payload=False,
+            landmarks=False,
         )
-
-    def _search(self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int) -> list[Hit]:
-        from qdrant_client import models
-
-        flt = self._filter(where)
-        if mode == "pooled":
-            result = self.client.query_points(
-                self.collection,
-                query=q.tolist(),
-                using=POOLED,
-                limit=k,
-                query_filter=flt,
-                with_payload=True,
-                with_vectors=[LANDMARKS],
-            )
-        else:
-            prefetch = None
-            if mode == "prefetch":
-                prefetch = models.Prefetch(
-                    query=q.tolist(), using=POOLED, limit=max(self.prefetch_limit, k), filter=flt
-                )
-            result = self.client.query_points(
-                self.collection,
-                query=[q.tolist()],
-                using=LANDMARKS,
-                limit=k,
-                prefetch=prefetch,
-                query_filter=flt,
-                with_payload=True,
-                with_vectors=[LANDMARKS],
-            )
+        bm25_plan = Plan("bm25", pool, where, sparse=sparse_query(text), payload=False, landmarks=False)
+        dense, lexical = self.store.search([dense_plan, bm25_plan])
+        maxsim = {f.id: f.score for f in dense}
+        missing = [f.id for f in lexical if f.id not in maxsim]
+        if missing:
+            only = Plan("maxsim", len(missing), {}, vector=vector, payload=False, landmarks=False, ids=missing)
+            maxsim.update({f.id: f.score for f in self.store.search([only])[0]})
+            maxsim.update({i: -1.0 for i in missing if i not in maxsim})
+        if not maxsim:
+            return []
+        ids = list(maxsim)
+        bm25 = {f.id: f.score for f in lexical}
+        scores = fuse(
+            np.array([maxsim[i] for i in ids]), [bm25.get(i) for i in ids], self.hybrid_fusion, self.hybrid_weight
+        )
+        order = np.argsort(-scores, kind="stable")[:k]
+        winners = {
+            str(point_id(p["doc_id"])): (p, lms) for p, _, lms in self.store.retrieve([ids[j] for j in order], True)
+        }
         hits = []
-        for point in result.points:
-            vectors = np.asarray(point.vector[LANDMARKS], dtype=np.float32)
-            hits.append(make_hit(self._document(point.payload), point.score, best_landmark(q, vectors), neighbours))
+        for j in order:
+            if ids[j] in winners:  # a document deleted since the candidates were read is left out
+                payload, lms = winners[ids[j]]
+                hits.append(
+                    self._hit(
+                        found(ids[j], payload, float(scores[j]), {LANDMARKS: lms}), float(scores[j]), q, neighbours
+                    )
+                )
         return hits
+
+    @staticmethod
+    def _hit(found: Found, score: float, q: np.ndarray, neighbours: int) -> Hit:
+        return make_hit(document_of(found.payload), score, best_landmark(q, found.landmarks), neighbours)

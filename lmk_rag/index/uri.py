@@ -12,11 +12,13 @@ from ..errors import IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
 
 URI_HELP = "qdrant:PATH, qdrant+http(s)://host:port, chroma:PATH or chroma+http(s)://host:port"
+# Read-only uses (lmk-rag copy's source): an index written by qdrant-client's local mode.
+LOCAL_MODE_SCHEME = "qdrant-local:"
 
 
 @dataclass(frozen=True)
 class IndexURI:
-    backend: str  # "qdrant" or "chroma"
+    backend: str  # "qdrant", "chroma", or "qdrant-local" (qdrant-client's local mode, to convert)
     path: str | None = None
     url: str | None = None
     host: str | None = None
@@ -40,6 +42,10 @@ def parse_index_uri(uri: str) -> IndexURI:
             if backend == "qdrant":
                 return IndexURI("qdrant", url=f"{parsed.scheme}://{parsed.hostname}:{port or 6333}")
             return IndexURI("chroma", host=parsed.hostname, port=port or 8000, ssl=parsed.scheme == "https")
+    if uri.startswith(LOCAL_MODE_SCHEME):
+        if not uri[len(LOCAL_MODE_SCHEME) :]:
+            raise InvalidInputError(f"index URI {uri!r} has no path; use qdrant-local:PATH")
+        return IndexURI("qdrant-local", path=uri[len(LOCAL_MODE_SCHEME) :])
     if uri.startswith(("qdrant:", "chroma:")):
         backend, path = uri.split(":", 1)
         if not path:
@@ -50,45 +56,62 @@ def parse_index_uri(uri: str) -> IndexURI:
     return IndexURI("qdrant", path=uri)
 
 
-def open_index(uri: IndexURI, encoder: Any) -> Any:
+def open_index(uri: IndexURI, encoder: Any, *, quantization: str | None = None) -> Any:
+    """The index a URI names; ``quantization`` applies to Qdrant collections created now."""
     from . import ChromaIndex, QdrantIndex
 
+    if uri.backend == "qdrant-local":
+        return QdrantIndex(local_path=uri.path, encoder=encoder)
     if uri.backend == "qdrant":
-        return QdrantIndex(uri.path, encoder=encoder) if uri.path else QdrantIndex(url=uri.url, encoder=encoder)
+        where: dict[str, Any] = {"path": uri.path} if uri.path else {"url": uri.url}
+        return QdrantIndex(**where, encoder=encoder, quantization=quantization)
+    if quantization is not None:
+        raise InvalidInputError("quantization is a Qdrant setting; Chroma indexes store float32 vectors")
     if uri.path:
         return ChromaIndex(uri.path, encoder=encoder)
     return ChromaIndex(host=uri.host, port=uri.port or 8000, ssl=uri.ssl, encoder=encoder)
 
 
-# The file each embedded store writes when it is created: without it a folder holds no index.
-_STORE_MARKER = {"qdrant": "meta.json", "chroma": "chroma.sqlite3"}
-
-
-def holds_index(uri: IndexURI) -> bool:
+def holds_index(uri: IndexURI, collection: str = "lmk") -> bool:
     """Whether an embedded location holds a store already (servers: always asked)."""
     if uri.path is None:
         return True
     folder = Path(uri.path)
     if folder.exists() and not folder.is_dir():
         raise IndexUnavailableError(f"the index path {uri.path!r} is a file; give a folder for {uri.backend}:PATH")
-    return (folder / _STORE_MARKER[uri.backend]).is_file()
+    if uri.backend == "chroma":
+        return (folder / "chroma.sqlite3").is_file()
+    from .qdrant_edge_store import holds_edge_index, holds_local_mode_index
+
+    if uri.backend == "qdrant-local":
+        return holds_local_mode_index(folder)
+    return holds_edge_index(folder, collection) or holds_local_mode_index(folder)
 
 
 def read_fingerprint(uri: IndexURI, collection: str = "lmk") -> Fingerprint | None:
     """The fingerprint an existing index was built with, or None for a new / empty location.
     Reads only: a folder that holds no index is left untouched."""
-    if not holds_index(uri):
+    if not holds_index(uri, collection):
         return None
-    if uri.backend == "qdrant":
+    if uri.backend == "qdrant" and uri.path:
+        from ..errors import IncompatibleIndexError
+        from .qdrant_edge_store import holds_edge_index, local_mode_message, read_meta
+
+        folder = Path(uri.path)
+        if not holds_edge_index(folder, collection):
+            raise IncompatibleIndexError(local_mode_message(folder, collection))
+        meta = read_meta(folder, collection)
+        return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
+    if uri.backend in ("qdrant", "qdrant-local"):
         from qdrant_client import QdrantClient
 
-        from .qdrant import _is_connection_error, _open_folder, stored_fingerprint
+        from .qdrant_client_store import is_connection_error, open_local_mode, stored_fingerprint
 
-        qdrant = _open_folder(Path(uri.path)) if uri.path else QdrantClient(url=uri.url)
+        qdrant = open_local_mode(Path(uri.path)) if uri.path else QdrantClient(url=uri.url)
         try:
             return stored_fingerprint(qdrant, collection)
         except Exception as exc:
-            if uri.url and _is_connection_error(exc):
+            if uri.url and is_connection_error(exc):
                 raise IndexUnavailableError(
                     f"cannot reach the Qdrant server at {uri.url} ({exc}); start it, or check the URL"
                 ) from exc

@@ -15,7 +15,7 @@ def test_point_ids_are_uuid5_and_payload_keeps_the_original(tmp_path, base_encod
     idx.add(["some text about tides"], ids=["docs/tides.md#v1"], metadatas=[{"lang": "en"}])
     pid = point_id("docs/tides.md#v1")
     assert uuid.UUID(pid).version == 5
-    point = idx.client.retrieve(idx.collection, ids=[pid], with_payload=True, with_vectors=True)[0]
+    point = idx.store.client.retrieve(idx.collection, ids=[pid], with_payload=True, with_vectors=True)[0]
     assert point.payload["doc_id"] == "docs/tides.md#v1" and point.payload["metadata"] == {"lang": "en"}
     assert len(point.vector["landmarks"]) == len(point.payload["spans"])
 

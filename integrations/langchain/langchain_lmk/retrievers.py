@@ -27,7 +27,11 @@ class LMKRetriever(BaseRetriever):
     index: MultiVectorIndex = Field(description="A QdrantIndex or ChromaIndex.")
     k: int = Field(default=4, gt=0, description="Documents to return.")
     mode: Literal["document", "passage"] = Field(default="document", description="Whole documents or passages.")
-    search_mode: str = Field(default="maxsim", description="Index search mode: maxsim, prefetch or pooled.")
+    search_mode: str | None = Field(
+        default=None,
+        description="Index search mode (index.modes: prefetch, maxsim, pooled, hybrid for Qdrant; maxsim, pooled "
+        "for Chroma); None: the index's default.",
+    )
     neighbours: int = Field(default=0, ge=0, description="Landmarks to widen each passage by, each side.")
     filter: dict[str, Any] | None = Field(default=None, description="Metadata equality filter (AND).")
 

@@ -46,10 +46,10 @@ class LMKVectorStore(VectorStore):
             store.similarity_search("a question", k=4)
     """
 
-    def __init__(self, index: MultiVectorIndex, search_mode: str = "maxsim") -> None:
+    def __init__(self, index: MultiVectorIndex, search_mode: str | None = None) -> None:
         if not isinstance(index, MultiVectorIndex):
             raise InvalidTypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
-        if search_mode not in index.modes:
+        if search_mode is not None and search_mode not in index.modes:
             raise InvalidInputError(f"search_mode must be one of {index.modes}, got {search_mode!r}")
         self.index = index
         self.search_mode = search_mode

@@ -40,7 +40,7 @@ class LMKRetriever(BaseRetriever):
         index: MultiVectorIndex,
         similarity_top_k: int = 4,
         *,
-        search_mode: str = "maxsim",
+        search_mode: str | None = None,
         neighbours: int = 0,
         filters: dict[str, Any] | None = None,
         **kwargs: Any,

@@ -1,0 +1,268 @@
+"""The Qdrant store behind ``qdrant-client``: a server or cluster (``url=``), memory
+(``location=":memory:"``), or qdrant-client's local mode (``local_path=``, read to convert old
+indexes and as the benchmarks' reference). Same collection layout as the embedded Edge store;
+the fingerprint lives in the point of a ``<collection>__lmk_meta`` collection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import IndexUnavailableError
+from ..types import Fingerprint
+from .qdrant_layout import (
+    BM25,
+    BM25_SETTINGS,
+    LANDMARKS,
+    OVERSAMPLING,
+    POOLED,
+    Found,
+    Plan,
+    PointData,
+    found,
+    payload_key,
+    point_id,
+)
+
+_UPSERT_BATCH = 64
+
+
+def open_local_mode(folder: Path) -> Any:
+    """qdrant-client local mode on ``folder``, with errors that say what to change."""
+    from qdrant_client import QdrantClient
+
+    if folder.exists() and not folder.is_dir():
+        raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder")
+    try:
+        return QdrantClient(path=str(folder))
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise IndexUnavailableError(
+                f"the index folder {str(folder)!r} is open in another process (qdrant local mode allows one); "
+                "close that process"
+            ) from exc
+        raise
+    except OSError as exc:
+        raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
+
+
+def stored_fingerprint(client: Any, collection: str) -> Fingerprint | None:
+    """The fingerprint kept beside ``collection``, or None where there is none yet."""
+    meta = f"{collection}__lmk_meta"
+    if not client.collection_exists(meta):
+        return None
+    points = client.retrieve(meta, ids=[point_id("fingerprint")], with_payload=True)
+    return Fingerprint.from_dict(points[0].payload["fingerprint"]) if points and points[0].payload else None
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True for the transport errors qdrant-client raises when no server answers."""
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (httpx.TransportError, ConnectionError)) or type(seen).__name__ in (
+            "ResponseHandlingException",
+            "_InactiveRpcError",
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _quantization(quantization: str | None) -> Any:
+    from qdrant_client import models
+
+    if quantization == "int8":
+        return models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+        )
+    if quantization == "binary":
+        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    return None
+
+
+class ClientStore:
+    """One collection through a ``QdrantClient``."""
+
+    def __init__(
+        self,
+        client: Any,
+        collection: str,
+        dimension: int,
+        quantization: str | None,
+        collection_options: dict[str, Any] | None = None,
+    ) -> None:
+        from qdrant_client import models
+
+        self.client, self.collection = client, collection
+        self.quantization = quantization
+        if not client.collection_exists(collection):
+            quantized = _quantization(quantization)
+            client.create_collection(
+                collection,
+                vectors_config={
+                    POOLED: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                    LANDMARKS: models.VectorParams(
+                        size=dimension,
+                        distance=models.Distance.COSINE,
+                        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+                        hnsw_config=models.HnswConfigDiff(m=0),
+                        quantization_config=quantized,
+                        on_disk=True if quantized is not None else None,
+                    ),
+                },
+                sparse_vectors_config={BM25: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                **(collection_options or {}),
+            )
+        info = client.get_collection(collection)
+        sparse = info.config.params.sparse_vectors or {}
+        # Collections written before BM25 was part of the layout have no sparse vector: no hybrid there.
+        self.bm25 = BM25 in sparse
+        if quantization is None:
+            landmarks = (info.config.params.vectors or {}).get(LANDMARKS)
+            self.quantization = "int8" if getattr(landmarks, "quantization_config", None) is not None else None
+            if isinstance(getattr(landmarks, "quantization_config", None), models.BinaryQuantization):
+                self.quantization = "binary"
+        meta = f"{collection}__lmk_meta"
+        if not client.collection_exists(meta):
+            client.create_collection(meta, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT))
+        self._indexed = set((info.payload_schema or {}).keys())
+        # Local mode scans payloads and warns that indexes have no effect there: make none.
+        self._payload_indexes = type(getattr(client, "_client", None)).__name__ != "QdrantLocal"
+
+    # ---------------------------------------------------------------- settings
+    def fingerprint(self) -> Fingerprint | None:
+        return stored_fingerprint(self.client, self.collection)
+
+    def write_fingerprint(self, fp: Fingerprint) -> None:
+        from qdrant_client import models
+
+        self.client.upsert(
+            f"{self.collection}__lmk_meta",
+            points=[
+                models.PointStruct(
+                    id=point_id("fingerprint"),
+                    vector=[1.0],
+                    payload={"fingerprint": fp.to_dict(), "quantization": self.quantization, "bm25": BM25_SETTINGS},
+                )
+            ],
+        )
+
+    # ---------------------------------------------------------------- writes
+    def upsert(self, points: list[PointData]) -> None:
+        from qdrant_client import models
+
+        structs = []
+        for p in points:
+            vector: dict[str, Any] = {POOLED: p.pooled, LANDMARKS: p.landmarks}
+            if p.sparse is not None and self.bm25:
+                vector[BM25] = models.SparseVector(indices=p.sparse[0], values=p.sparse[1])
+            structs.append(models.PointStruct(id=p.id, vector=vector, payload=p.payload))
+        for start in range(0, len(structs), _UPSERT_BATCH):
+            self.client.upsert(self.collection, points=structs[start : start + _UPSERT_BATCH], wait=True)
+
+    def delete(self, ids: list[str]) -> None:
+        from qdrant_client import models
+
+        self.client.delete(self.collection, points_selector=models.PointIdsList(points=list(ids)))
+
+    def ensure_field_index(self, key: str, value: Any) -> None:
+        from qdrant_client import models
+
+        path = payload_key(key)
+        if not self._payload_indexes or path in self._indexed or path.replace('"', "") in self._indexed:
+            return
+        kind = (
+            models.PayloadSchemaType.BOOL
+            if isinstance(value, bool)
+            else models.PayloadSchemaType.INTEGER
+            if isinstance(value, int)
+            else models.PayloadSchemaType.FLOAT
+            if isinstance(value, float)
+            else models.PayloadSchemaType.KEYWORD
+        )
+        self.client.create_payload_index(self.collection, field_name=path, field_schema=kind)
+        self._indexed.add(path)
+
+    # ---------------------------------------------------------------- reads
+    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict, Any, Any]]:
+        points = self.client.retrieve(
+            self.collection, ids=ids, with_payload=True, with_vectors=[POOLED, LANDMARKS] if with_vectors else False
+        )
+        return [(p.payload, (p.vector or {}).get(POOLED), (p.vector or {}).get(LANDMARKS)) for p in points]
+
+    def scroll(self, offset: Any, limit: int, with_vectors: bool) -> tuple[list[tuple[dict, Any, Any]], Any]:
+        points, nxt = self.client.scroll(
+            self.collection,
+            limit=limit,
+            offset=offset,
+            with_payload=True if with_vectors else ["doc_id"],
+            with_vectors=[POOLED, LANDMARKS] if with_vectors else False,
+        )
+        return [(p.payload, (p.vector or {}).get(POOLED), (p.vector or {}).get(LANDMARKS)) for p in points], nxt
+
+    def count(self) -> int:
+        return int(self.client.count(self.collection, exact=True).count)
+
+    def _filter(self, where: dict[str, Any]) -> Any:
+        from qdrant_client import models
+
+        if not where:
+            return None
+        conditions: list[Any] = []
+        for key, value in where.items():
+            self.ensure_field_index(key, value)
+            if isinstance(value, float):
+                conditions.append(models.FieldCondition(key=payload_key(key), range=models.Range(gte=value, lte=value)))
+            else:
+                conditions.append(models.FieldCondition(key=payload_key(key), match=models.MatchValue(value=value)))
+        return models.Filter(must=conditions)
+
+    def _request(self, plan: Plan) -> Any:
+        from qdrant_client import models
+
+        flt = self._filter(plan.where)
+        if plan.ids is not None:
+            flt = models.Filter(
+                must=[models.HasIdCondition(has_id=list(plan.ids)), *([flt] if flt is not None else [])]
+            )
+        params = (
+            models.SearchParams(
+                quantization=models.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING[self.quantization])
+            )
+            if self.quantization
+            else None
+        )
+        prefetch = None
+        if plan.kind == "bm25":
+            assert plan.sparse is not None
+            query: Any = models.SparseVector(indices=plan.sparse[0], values=plan.sparse[1])
+            using = BM25
+        elif plan.kind == "pooled":
+            query, using = plan.vector, POOLED
+        else:
+            query, using = [plan.vector], LANDMARKS
+            if plan.kind == "prefetch":
+                prefetch = models.Prefetch(query=plan.vector, using=POOLED, limit=plan.prefetch, filter=flt)
+        return models.QueryRequest(
+            query=query,
+            using=using,
+            prefetch=prefetch,
+            filter=flt,
+            limit=plan.limit,
+            with_payload=plan.payload,
+            with_vector=[LANDMARKS] if plan.landmarks else False,
+            params=params,
+        )
+
+    def search(self, plans: list[Plan]) -> list[list[Found]]:
+        responses = self.client.query_batch_points(self.collection, requests=[self._request(p) for p in plans])
+        return [[found(p.id, p.payload, p.score, p.vector) for p in response.points] for response in responses]
+
+    def optimize(self) -> None:
+        """A server optimizes on its own."""
+
+    def close(self) -> None:
+        self.client.close()

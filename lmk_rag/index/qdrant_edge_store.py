@@ -1,0 +1,314 @@
+"""The embedded Qdrant store: Qdrant's own engine in-process (``qdrant-edge-py``).
+
+A folder holds one Edge shard per collection (``PATH/<collection>/``: segments, WAL, HNSW and
+payload indexes) and beside it ``PATH/<collection>.lmk.json`` (the encoder fingerprint and the
+layout's settings), written atomically. The shard's WAL lock admits one process at a time; a
+second one gets :class:`~lmk_rag.errors.IndexUnavailableError`, never a shared write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import IncompatibleIndexError, IndexUnavailableError, MissingDependencyError
+from ..types import Fingerprint
+from .qdrant_layout import (
+    BM25,
+    BM25_SETTINGS,
+    LANDMARKS,
+    OVERSAMPLING,
+    POOLED,
+    Found,
+    Plan,
+    PointData,
+    found,
+    payload_key,
+)
+
+LAYOUT_VERSION = 1
+_SHARD_MARKER = "edge_config.json"
+_LOCAL_MODE_MARKER = "meta.json"  # written by qdrant-client's local mode (lmk-rag's earlier embedded store)
+
+
+def meta_path(folder: Path, collection: str) -> Path:
+    return folder / f"{collection}.lmk.json"
+
+
+def holds_edge_index(folder: Path, collection: str) -> bool:
+    return (folder / collection / _SHARD_MARKER).is_file()
+
+
+def holds_local_mode_index(folder: Path) -> bool:
+    return (folder / _LOCAL_MODE_MARKER).is_file() and (folder / "collection").is_dir()
+
+
+def local_mode_message(folder: Path, collection: str) -> str:
+    return (
+        f"{str(folder)!r} holds an index written by qdrant-client's local mode (lmk-rag's embedded store "
+        "before Qdrant Edge), which this version no longer writes. Convert it, vectors and all, without "
+        f"re-encoding: lmk-rag copy qdrant-local:{folder} qdrant:NEW_FOLDER (Python: "
+        f"copy_index(QdrantIndex(local_path={str(folder)!r}, collection={collection!r}), QdrantIndex(NEW_FOLDER))), "
+        "or rebuild it with lmk-rag ingest into a new folder"
+    )
+
+
+def read_meta(folder: Path, collection: str) -> dict[str, Any] | None:
+    path = meta_path(folder, collection)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IndexUnavailableError(f"cannot read the index settings {str(path)!r}: {exc}") from exc
+
+
+def _write_meta(folder: Path, collection: str, meta: dict[str, Any]) -> None:
+    path = meta_path(folder, collection)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _edge() -> Any:
+    try:
+        import qdrant_edge
+    except ImportError as exc:  # pragma: no cover - a dependency of the qdrant extra
+        raise MissingDependencyError("qdrant:PATH needs qdrant-edge-py: pip install 'lmk-rag[qdrant]'") from exc
+    return qdrant_edge
+
+
+def _quantization_config(quantization: str | None) -> Any:
+    e = _edge()
+    if quantization == "int8":
+        return e.ScalarQuantizationConfig(e.ScalarType.Int8, quantile=0.99, memory=e.Memory.Pinned)
+    if quantization == "binary":
+        return e.BinaryQuantizationConfig(memory=e.Memory.Pinned)
+    return None
+
+
+def edge_config(dimension: int, quantization: str | None) -> Any:
+    """Pooled vector with HNSW; landmarks as a MAX_SIM multivector without a graph (rerank only),
+    quantized in RAM with the originals on disk when asked; BM25 sparse vectors with IDF."""
+    e = _edge()
+    quantized = _quantization_config(quantization)
+    return e.EdgeConfig(
+        vectors={
+            POOLED: e.EdgeVectorParams(size=dimension, distance=e.Distance.Cosine),
+            LANDMARKS: e.EdgeVectorParams(
+                size=dimension,
+                distance=e.Distance.Cosine,
+                multivector_config=e.MultiVectorConfig(e.MultiVectorComparator.MaxSim),
+                hnsw_config=e.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000),
+                quantization_config=quantized,
+                memory=e.Memory.Cold if quantized is not None else None,
+            ),
+        },
+        sparse_vectors={BM25: e.EdgeSparseVectorParams(modifier=e.Modifier.Idf)},
+    )
+
+
+class EdgeStore:
+    """One collection as an Edge shard in ``folder``."""
+
+    bm25 = True
+
+    def __init__(self, folder: Path, collection: str, dimension: int, quantization: str | None) -> None:
+        e = _edge()
+        if folder.exists() and not folder.is_dir():
+            raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
+        if not holds_edge_index(folder, collection) and holds_local_mode_index(folder):
+            raise IncompatibleIndexError(local_mode_message(folder, collection))
+        self.folder, self.collection = folder, collection
+        meta = read_meta(folder, collection)
+        if meta is not None and meta.get("quantization") != quantization and quantization is not None:
+            raise IncompatibleIndexError(
+                f"this index stores landmarks with quantization={meta.get('quantization')!r}, not "
+                f"{quantization!r}; open it without quantization= or copy it into a new folder with the setting"
+            )
+        self.quantization = meta.get("quantization") if meta is not None else quantization
+        shard_dir = folder / collection
+        try:
+            if holds_edge_index(folder, collection):
+                self.shard = e.EdgeShard.load(str(shard_dir))
+            else:
+                shard_dir.mkdir(parents=True, exist_ok=True)
+                self.shard = e.EdgeShard.create(str(shard_dir), edge_config(dimension, quantization))
+        except OSError as exc:
+            raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
+        except Exception as exc:
+            if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+                raise IndexUnavailableError(
+                    f"the index folder {str(folder)!r} is open in another process or in another QdrantIndex "
+                    "not yet closed (an embedded Qdrant shard admits one writer); close it, or serve the index "
+                    "from a Qdrant server via url="
+                ) from exc
+            raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
+        self._indexed = set(self.shard.info().payload_schema)
+        self._wrote = False
+
+    # ---------------------------------------------------------------- settings
+    def fingerprint(self) -> Fingerprint | None:
+        meta = read_meta(self.folder, self.collection)
+        return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
+
+    def write_fingerprint(self, fp: Fingerprint) -> None:
+        _write_meta(
+            self.folder,
+            self.collection,
+            {
+                "format": "lmk-rag qdrant-edge",
+                "layout": LAYOUT_VERSION,
+                "fingerprint": fp.to_dict(),
+                "quantization": self.quantization,
+                "bm25": BM25_SETTINGS,
+            },
+        )
+
+    # ---------------------------------------------------------------- writes
+    def upsert(self, points: list[PointData]) -> None:
+        e = _edge()
+        batch = []
+        for p in points:
+            vector: dict[str, Any] = {POOLED: p.pooled, LANDMARKS: p.landmarks}
+            if p.sparse is not None:
+                vector[BM25] = e.SparseVector(*p.sparse)
+            batch.append(e.Point(p.id, vector, p.payload))
+        self.shard.update(e.UpdateOperation.upsert_points(batch))
+        self._wrote = True
+
+    def delete(self, ids: list[str]) -> None:
+        self.shard.update(_edge().UpdateOperation.delete_points(ids))
+        self._wrote = True
+
+    def ensure_field_index(self, key: str, value: Any) -> None:
+        """A payload index on a metadata key the first time a filter uses it (its type from the value)."""
+        path = payload_key(key)
+        if path in self._indexed or path.replace('"', "") in self._indexed:
+            return
+        e = _edge()
+        kind = (
+            e.PayloadSchemaType.Bool
+            if isinstance(value, bool)
+            else e.PayloadSchemaType.Integer
+            if isinstance(value, int)
+            else e.PayloadSchemaType.Float
+            if isinstance(value, float)
+            else e.PayloadSchemaType.Keyword
+        )
+        self.shard.update(e.UpdateOperation.create_field_index(path, kind))
+        self._indexed.add(path)
+
+    # ---------------------------------------------------------------- reads
+    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict, Any, Any]]:
+        records = self.shard.retrieve(
+            ids, with_payload=True, with_vector=[POOLED, LANDMARKS] if with_vectors else False
+        )
+        out = []
+        for r in records:
+            vec = r.vector or {}
+            out.append((r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
+        return out
+
+    def scroll(self, offset: Any, limit: int, with_vectors: bool) -> tuple[list[tuple[dict, Any, Any]], Any]:
+        e = _edge()
+        records, nxt = self.shard.scroll(
+            e.ScrollRequest(
+                offset=offset,
+                limit=limit,
+                with_payload=True if with_vectors else ["doc_id"],
+                with_vector=[POOLED, LANDMARKS] if with_vectors else False,
+            )
+        )
+        out = []
+        for r in records:
+            vec = r.vector or {}
+            out.append((r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
+        return out, nxt
+
+    def count(self) -> int:
+        return int(self.shard.count(_edge().CountRequest(exact=True)))
+
+    def _filter(self, where: dict[str, Any]) -> Any:
+        if not where:
+            return None
+        e = _edge()
+        conditions = []
+        for key, value in where.items():
+            self.ensure_field_index(key, value)
+            if isinstance(value, float):
+                conditions.append(e.FieldCondition(key=payload_key(key), range=e.RangeFloat(gte=value, lte=value)))
+            elif isinstance(value, bool):
+                # qdrant-edge-py 0.9 reads a Python bool as the int 1/0 (matching nothing); numpy's stays a bool.
+                conditions.append(e.FieldCondition(key=payload_key(key), match=e.MatchValue(np.bool_(value))))
+            else:
+                conditions.append(e.FieldCondition(key=payload_key(key), match=e.MatchValue(value)))
+        return e.Filter(must=conditions)
+
+    def _request(self, plan: Plan) -> Any:
+        e = _edge()
+        flt = self._filter(plan.where)
+        if plan.ids is not None:
+            flt = e.Filter(must=[e.HasIdCondition(set(plan.ids)), *([flt] if flt is not None else [])])
+        params = (
+            e.SearchParams(
+                quantization=e.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING[self.quantization])
+            )
+            if self.quantization
+            else None
+        )
+        prefetches = None
+        if plan.kind == "bm25":
+            assert plan.sparse is not None
+            query = e.Query.Nearest(e.SparseVector(*plan.sparse), using=BM25)
+        elif plan.kind == "pooled":
+            query = e.Query.Nearest(plan.vector, using=POOLED)
+        else:
+            query = e.Query.Nearest([plan.vector], using=LANDMARKS)
+            if plan.kind == "prefetch":
+                prefetches = [
+                    e.Prefetch(limit=plan.prefetch, query=e.Query.Nearest(plan.vector, using=POOLED), filter=flt)
+                ]
+        return e.QueryRequest(
+            limit=plan.limit,
+            query=query,
+            prefetches=prefetches,
+            filter=flt,
+            with_payload=plan.payload,
+            with_vector=[LANDMARKS] if plan.landmarks else False,
+            params=params,
+        )
+
+    def search(self, plans: list[Plan]) -> list[list[Found]]:
+        e = _edge()
+        requests = [self._request(p) for p in plans]
+        results = (
+            [self.shard.query(requests[0])]
+            if len(requests) == 1
+            else self.shard.query_batch(e.QueryBatchRequest(requests))
+        )
+        return [[found(p.id, p.payload, p.score, p.vector) for p in points] for points in results]
+
+    # ---------------------------------------------------------------- life cycle
+    def optimize(self) -> None:
+        """Merge segments and build the HNSW and payload indexes the data has grown into."""
+        self.shard.optimize()
+
+    def close(self) -> None:
+        shard = getattr(self, "shard", None)
+        if shard is None:
+            return
+        try:
+            if self._wrote:
+                shard.optimize()
+            shard.flush()
+        finally:
+            shard.close()
+            self.shard = None

@@ -1,0 +1,160 @@
+"""The Qdrant collection layout every lmk-rag Qdrant store shares (embedded Edge shard or server).
+
+One point per document (so a write is atomic: a document is visible with all its landmarks or
+not at all), id = UUIDv5 of the user's id, and three named vectors, after Qdrant's guidance
+for late interaction:
+
+- ``pooled``: the document's single LMK vector, HNSW-indexed: the fast first stage;
+- ``landmarks``: every landmark vector, a MAX_SIM multivector with HNSW off (``m=0``): used to
+  rerank candidates exactly, never searched by graph;
+- ``bm25``: BM25 term weights of the text (Qdrant Edge's BM25, IDF applied by the engine), for
+  hybrid search. The same sparse vectors go to a server, so one layout serves both.
+
+The payload keeps the user's id, text, metadata and each landmark's character span.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInputError, MissingDependencyError
+from ..types import MultiVector
+from .base import StoredDocument
+
+POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
+QUANTIZATIONS = ("int8", "binary")
+# Quantized candidates rescored with the original vectors, per result: recall@10 of exact MaxSim on
+# real LMK vectors (2,000 documents) was 1.00 for int8 at 2x, 0.98 for binary at 16x (0.54 at 1x).
+OVERSAMPLING = {"int8": 2.0, "binary": 16.0}
+_NAMESPACE = uuid.UUID("6c6d6b2d-7261-6700-8000-000000000001")
+# BM25 with the engine's defaults (k=1.2, b=0.75, English stemming and stopwords) and an average
+# length closer to whole documents than the engine's 256; recorded in every index's metadata.
+BM25_SETTINGS: dict[str, Any] = {"k": 1.2, "b": 0.75, "avg_len": 512.0, "language": "english"}
+# Pooled candidates reranked by exact MaxSim in the default search mode (see default_prefetch_limit).
+MIN_PREFETCH = 100
+
+
+def point_id(doc_id: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, doc_id))
+
+
+def payload_key(key: str) -> str:
+    """The JSON path of a metadata key, quoted so '.', '[', ':' and spaces are part of the name."""
+    return f'metadata."{key}"'
+
+
+def check_quantization(quantization: str | None) -> str | None:
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise InvalidInputError(f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}")
+    return quantization
+
+
+def default_prefetch_limit(k: int, n_docs: int) -> int:
+    """Pooled candidates to rerank for the k best: grows with the corpus (about 2 sqrt(n)),
+    never below 10 k or :data:`MIN_PREFETCH`. Measured on real LMK vectors in
+    ``benchmarks/bench_index.py`` (recall@10 against exact MaxSim)."""
+    return max(MIN_PREFETCH, 10 * k, int(2 * math.sqrt(max(n_docs, 0))))
+
+
+@lru_cache(maxsize=1)
+def bm25_model() -> Any:
+    """The BM25 embedder of every Qdrant store (documents and queries), from Qdrant Edge."""
+    try:
+        from qdrant_edge import Bm25, Bm25Config
+    except ImportError as exc:  # pragma: no cover - a dependency of the qdrant extra
+        raise MissingDependencyError("BM25 needs qdrant-edge-py: pip install 'lmk-rag[qdrant]'") from exc
+    return Bm25(Bm25Config(**BM25_SETTINGS))
+
+
+def sparse_document(text: str) -> tuple[list[int], list[float]]:
+    vec = bm25_model().embed_document(text)
+    return list(vec.indices), [float(v) for v in vec.values]
+
+
+def sparse_query(text: str) -> tuple[list[int], list[float]]:
+    vec = bm25_model().embed_query(text)
+    return list(vec.indices), [float(v) for v in vec.values]
+
+
+@dataclass(frozen=True)
+class PointData:
+    """One document as a point, independent of the client library that writes it."""
+
+    id: str
+    pooled: list[float]
+    landmarks: list[list[float]]
+    sparse: tuple[list[int], list[float]] | None
+    payload: dict[str, Any]
+
+
+def to_point(doc_id: str, text: str, meta: dict[str, Any], mv: MultiVector, with_bm25: bool) -> PointData:
+    return PointData(
+        point_id(doc_id),
+        mv.pooled.tolist(),
+        mv.vectors.tolist(),
+        sparse_document(text) if with_bm25 else None,
+        {
+            "doc_id": doc_id,
+            "text": text,
+            "metadata": meta,
+            "spans": [list(s) for s in mv.spans],
+            "n_tokens": int(mv.n_tokens),
+        },
+    )
+
+
+def document_of(payload: dict[str, Any]) -> StoredDocument:
+    return StoredDocument(
+        payload["doc_id"],
+        payload["text"],
+        payload.get("metadata") or {},
+        [(int(s[0]), int(s[1])) for s in payload.get("spans", [])],
+    )
+
+
+def multivector_of(payload: dict[str, Any], pooled: Any, landmarks: Any) -> MultiVector:
+    """A stored point back as the MultiVector it was written from (for copying between stores)."""
+    spans = [(int(s[0]), int(s[1])) for s in payload.get("spans", [])]
+    vectors = np.asarray(landmarks, dtype=np.float32)
+    return MultiVector(np.asarray(pooled, dtype=np.float32), vectors, spans, int(payload.get("n_tokens", 0)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One search, described once and run by either store.
+
+    ``kind``: ``maxsim`` (exact MaxSim over every document's landmarks), ``prefetch`` (the
+    ``prefetch`` best by the pooled vector, HNSW, then exact MaxSim over their landmarks),
+    ``pooled`` (the pooled vector alone) or ``bm25`` (the sparse BM25 vector alone).
+    """
+
+    kind: str
+    limit: int
+    where: dict[str, Any]
+    vector: list[float] | None = None
+    sparse: tuple[list[int], list[float]] | None = None
+    prefetch: int = 0
+    payload: bool = True  # return each hit's payload (text, metadata, spans)
+    landmarks: bool = True  # return each hit's landmark vectors (costly: every float becomes a Python object)
+    ids: list[str] | None = None  # only these point ids
+
+
+@dataclass(frozen=True)
+class Found:
+    id: str  # the point id
+    payload: dict[str, Any]  # empty when the plan asked for none
+    score: float
+    landmarks: np.ndarray  # (0, d) when the plan asked for none
+
+
+def found(point_id: Any, payload: Any, score: float, vector: Any) -> Found:
+    lms = (vector or {}).get(LANDMARKS) if isinstance(vector, dict) else None
+    return Found(
+        str(point_id), payload or {}, float(score), np.asarray(lms if lms is not None else [], dtype=np.float32)
+    )

@@ -1,0 +1,258 @@
+"""Qdrant on its real engine: the embedded Edge shard, prefetch + MaxSim, payload indexes,
+quantized landmarks, hybrid BM25, copying between stores, and old local-mode folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmk_rag import LMKEncoder
+from lmk_rag.errors import IncompatibleIndexError
+from lmk_rag.index import ChromaIndex, QdrantIndex, copy_index
+from lmk_rag.index.fusion import fuse
+from lmk_rag.index.qdrant_layout import default_prefetch_limit, point_id
+
+from .test_index_contract import META, NAMES, TEXTS
+
+RARE = "Error XQ-7731 means the flux valve overheated; let it cool for an hour before restarting the pump."
+QUERIES = [
+    "How many copies of the Gutenberg Bible were printed?",
+    "sourdough starter hooch",
+    "Bay of Fundy tidal range",
+]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def filled(index: QdrantIndex | ChromaIndex) -> QdrantIndex | ChromaIndex:
+    index.add(TEXTS + [RARE], ids=NAMES + ["pump.md"], metadatas=META + [{"topic": "pump", "n": 9, "public": False}])
+    return index
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300
+    )
+
+
+def all_vectors(index) -> dict[str, tuple]:
+    return {doc.id: (doc, mv) for batch in index.scan(3) for doc, mv in batch}
+
+
+def test_embedded_index_is_an_edge_shard_and_prefetch_is_the_default(tmp_path, base_encoder):
+    idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    try:
+        assert (tmp_path / "idx" / "lmk" / "edge_config.json").is_file()
+        meta = json.loads((tmp_path / "idx" / "lmk.lmk.json").read_text())
+        assert meta["fingerprint"]["model"] == base_encoder.fingerprint.model and meta["quantization"] is None
+        assert idx.default_mode == "prefetch" and idx.modes[0] == "prefetch"
+        for query in QUERIES:
+            default = idx.search(query, k=3)
+            exact = idx.search(query, k=3, mode="maxsim")
+            # With every document among the candidates, prefetch + rerank is exact MaxSim.
+            assert [h.id for h in default] == [h.id for h in exact]
+            assert np.allclose([h.score for h in default], [h.score for h in exact], atol=1e-5)
+    finally:
+        idx.close()
+
+
+def test_prefetch_limit_grows_with_the_corpus_and_can_be_set(tmp_path, base_encoder):
+    assert default_prefetch_limit(10, 100) == 100
+    assert default_prefetch_limit(50, 100) == 500
+    assert default_prefetch_limit(10, 1_000_000) == 2000
+    idx = filled(QdrantIndex(location=":memory:", encoder=base_encoder, prefetch_limit=1))
+    # One pooled candidate: the rerank can only return that one.
+    assert len(idx.search(QUERIES[0], k=1)) == 1
+    assert idx._prefetch(3) == 3  # never fewer candidates than results
+    with pytest.raises(ValueError, match="prefetch_limit"):
+        QdrantIndex(location=":memory:", encoder=base_encoder, prefetch_limit=0)
+
+
+def test_filters_build_payload_indexes_on_the_keys_they_use(tmp_path, base_encoder):
+    idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    try:
+        assert {h.id for h in idx.search("how things work", k=9, filter={"public": False})} == {
+            NAMES[1],
+            NAMES[3],
+            "pump.md",
+        }
+        assert [h.id for h in idx.search("anything", k=9, filter={"topic": "tides", "n": 4})] == ["tides.md"]
+        schema = set(idx.store.shard.info().payload_schema)
+        assert {"metadata.public", "metadata.topic", "metadata.n"} <= {k.replace('"', "") for k in schema}
+    finally:
+        idx.close()
+
+
+@pytest.mark.parametrize("where", ["edge", "memory"])
+def test_hybrid_finds_a_rare_exact_term_with_either_fusion(tmp_path, base_encoder, where):
+    kwargs = {"path": tmp_path / "idx"} if where == "edge" else {"location": ":memory:"}
+    idx = filled(QdrantIndex(**kwargs, encoder=base_encoder))
+    try:
+        # An exact code the dense model cannot read: BM25 ranks it first, RRF and BM25's share keep it there.
+        for fusion, weight in (("rrf", 0.3), ("weighted", 1.0)):
+            idx.hybrid_fusion, idx.hybrid_weight = fusion, weight
+            hits = idx.search("XQ-7731", k=3, mode="hybrid")
+            assert hits[0].id == "pump.md" and "XQ-7731" in hits[0].passage
+            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        idx.hybrid_fusion, idx.hybrid_weight = "weighted", 0.0  # no BM25 share: MaxSim's order
+        query = "How many copies of the Gutenberg Bible were printed?"
+        assert [h.id for h in idx.search(query, k=3, mode="hybrid")] == [
+            h.id for h in idx.search(query, k=3, mode="maxsim")
+        ]
+        assert (
+            idx.search("sourdough starter hooch", k=1, mode="hybrid", filter={"public": False})[0].id == "sourdough.md"
+        )
+        assert idx.search("XQ-7731", k=3, mode="hybrid", filter={"topic": "tides"})[0].id == "tides.md"
+    finally:
+        idx.close()
+
+
+def test_fusion_rules():
+    maxsim = np.array([0.9, 0.5, 0.7])
+    bm25 = [None, 10.0, 5.0]
+    weighted = fuse(maxsim, bm25, "weighted", 0.5)
+    assert np.allclose(weighted, [0.5 * 1.0, 0.5 * 0.0 + 0.5 * 1.0, 0.5 * 0.5 + 0.5 * 0.5])
+    assert np.allclose(fuse(maxsim, bm25, "weighted", 0.0), [1.0, 0.0, 0.5])
+    rrf = fuse(maxsim, bm25, "rrf")
+    assert np.allclose(rrf, [1 / 61, 1 / 63 + 1 / 61, 1 / 62 + 1 / 62])
+
+
+def test_hybrid_where_it_cannot_run_says_why(tmp_path, base_encoder):
+    chroma = ChromaIndex(tmp_path / "c", encoder=base_encoder)
+    chroma.add(["a text"], ids=["a"])
+    with pytest.raises(ValueError, match="QdrantIndex"):
+        chroma.search("text", mode="hybrid")
+    idx = QdrantIndex(location=":memory:", encoder=base_encoder)
+    with pytest.raises(ValueError, match="query text"):
+        idx.search_by_vector(base_encoder.encode_query("text"), mode="hybrid")
+    for bad in ({"hybrid_fusion": "sum"}, {"hybrid_weight": 1.5}, {"quantization": "fp16"}):
+        with pytest.raises(ValueError):
+            QdrantIndex(location=":memory:", encoder=base_encoder, **bad)
+
+
+@pytest.mark.parametrize("quantization", ["int8", "binary"])
+def test_quantized_landmarks_are_searched_and_recorded(tmp_path, base_encoder, quantization):
+    idx = filled(QdrantIndex(tmp_path / "q", encoder=base_encoder, quantization=quantization))
+    try:
+        for mode in ("prefetch", "maxsim", "hybrid"):
+            assert idx.search("sourdough starter hooch", k=1, mode=mode)[0].id == "sourdough.md"
+    finally:
+        idx.close()
+    again = QdrantIndex(tmp_path / "q", encoder=base_encoder)
+    assert again.quantization == quantization and len(again) == 6
+    again.close()
+    other = "binary" if quantization == "int8" else "int8"
+    with pytest.raises(IncompatibleIndexError, match="quantization"):
+        QdrantIndex(tmp_path / "q", encoder=base_encoder, quantization=other)
+
+
+def test_copy_from_embedded_to_the_server_layout_keeps_everything(tmp_path, base_encoder):
+    edge = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    server = QdrantIndex(location=":memory:", encoder=base_encoder)  # the client code a server uses
+    try:
+        assert copy_index(edge, server, batch_size=4) == 6
+        assert copy_index(edge, server) == 6 and len(server) == 6  # again: same ids, nothing doubled
+        a, b = all_vectors(edge), all_vectors(server)
+        assert sorted(a) == sorted(b)
+        for doc_id, (doc, mv) in a.items():
+            assert b[doc_id][0] == doc
+            assert np.allclose(b[doc_id][1].vectors, mv.vectors, atol=1e-6)
+            assert np.allclose(b[doc_id][1].pooled, mv.pooled, atol=1e-6)
+            assert b[doc_id][1].spans == mv.spans and b[doc_id][1].n_tokens == mv.n_tokens > 0
+        for mode in server.modes:
+            assert [h.id for h in server.search("XQ-7731 pump", k=3, mode=mode)] == [
+                h.id for h in edge.search("XQ-7731 pump", k=3, mode=mode)
+            ]
+        other = LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", granularity=64, device="cpu")
+        with pytest.raises(IncompatibleIndexError, match="granularity"):
+            copy_index(edge, QdrantIndex(location=":memory:", encoder=other))
+    finally:
+        edge.close()
+
+
+def test_copy_from_chroma(tmp_path, base_encoder):
+    chroma = filled(ChromaIndex(tmp_path / "c", encoder=base_encoder))
+    edge = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
+    try:
+        assert copy_index(chroma, edge, batch_size=4) == 6
+        a, b = all_vectors(chroma), all_vectors(edge)
+        assert sorted(a) == sorted(b)
+        assert all(np.allclose(a[i][1].vectors, b[i][1].vectors, atol=1e-6) for i in a)
+        edge.hybrid_fusion = "rrf"  # BM25 vectors were computed from the copied text
+        assert edge.search("XQ-7731", k=1, mode="hybrid")[0].id == "pump.md"
+    finally:
+        edge.close()
+
+
+def write_old_local_mode_index(folder: Path, encoder: LMKEncoder) -> None:
+    """An index as lmk-rag wrote it before Qdrant Edge: qdrant-client local mode, no BM25 vectors."""
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(path=str(folder))
+    dim = encoder.dimension
+    client.create_collection(
+        "lmk",
+        vectors_config={
+            "pooled": models.VectorParams(size=dim, distance=models.Distance.COSINE),
+            "landmarks": models.VectorParams(
+                size=dim,
+                distance=models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+            ),
+        },
+    )
+    client.create_collection("lmk__lmk_meta", vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT))
+    client.upsert(
+        "lmk__lmk_meta",
+        points=[
+            models.PointStruct(
+                id=point_id("fingerprint"), vector=[1.0], payload={"fingerprint": encoder.fingerprint.to_dict()}
+            )
+        ],
+    )
+    multis = encoder.encode_multi(TEXTS)
+    client.upsert(
+        "lmk",
+        points=[
+            models.PointStruct(
+                id=point_id(name),
+                vector={"pooled": mv.pooled.tolist(), "landmarks": mv.vectors.tolist()},
+                payload={"doc_id": name, "text": text, "metadata": meta, "spans": [list(s) for s in mv.spans]},
+            )
+            for name, text, meta, mv in zip(NAMES, TEXTS, META, multis)
+        ],
+    )
+    client.close()
+
+
+@pytest.mark.slow
+def test_an_old_local_mode_folder_is_recognised_and_converted(tmp_path, base_encoder):
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_old_local_mode_index(old, base_encoder)
+    with pytest.raises(IncompatibleIndexError, match=f"lmk-rag copy qdrant-local:{old} qdrant:NEW_FOLDER"):
+        QdrantIndex(old, encoder=base_encoder)
+    refused = cli("search", "tides", "--index", f"qdrant:{old}")
+    assert refused.returncode == 2 and "lmk-rag copy qdrant-local:" in refused.stderr
+    converted = cli("copy", f"qdrant-local:{old}", f"qdrant:{new}", "--no-progress")
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "copied 5 documents" in converted.stdout
+    found = cli("search", "How many copies of the Gutenberg Bible were printed?", "--index", f"qdrant:{new}", "--json")
+    assert json.loads(found.stdout)[0]["id"] == "printing_press.md"
+    hybrid = cli("search", "Bay of Fundy", "--index", f"qdrant:{new}", "--mode", "hybrid", "--json")
+    assert json.loads(hybrid.stdout)[0]["id"] == "tides.md"
+    source = QdrantIndex(local_path=old, encoder=base_encoder)
+    target = QdrantIndex(new, encoder=base_encoder)
+    try:
+        a, b = all_vectors(source), all_vectors(target)
+        assert sorted(a) == sorted(b) == sorted(NAMES)
+        assert all(np.allclose(a[i][1].vectors, b[i][1].vectors, atol=1e-6) and a[i][0] == b[i][0] for i in a)
+        with pytest.raises(ValueError, match="no BM25 vectors"):
+            source.search("tides", mode="hybrid")
+    finally:
+        source.close()
+        target.close()
