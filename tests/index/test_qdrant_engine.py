@@ -64,7 +64,8 @@ def test_embedded_index_is_an_edge_shard_and_prefetch_is_the_default(tmp_path, b
 def test_prefetch_limit_grows_with_the_corpus_and_can_be_set(tmp_path, base_encoder):
     assert default_prefetch_limit(10, 100) == 100
     assert default_prefetch_limit(50, 100) == 500
-    assert default_prefetch_limit(10, 1_000_000) == 2000
+    assert default_prefetch_limit(10, 100_000) == 1581
+    assert default_prefetch_limit(10, 1_000_000) == 5000
     idx = filled(QdrantIndex(location=":memory:", encoder=base_encoder, prefetch_limit=1))
     # One pooled candidate: the rerank can only return that one.
     assert len(idx.search(QUERIES[0], k=1)) == 1
