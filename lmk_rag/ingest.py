@@ -11,15 +11,17 @@ not followed unless asked; FIFOs, devices and the index's own folder are never r
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import html.parser
 import logging
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import InvalidInputError, PathNotFoundError
 from .index.base import MultiVectorIndex
@@ -276,6 +278,125 @@ def _under(path: Path, roots: list[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+@dataclass
+class ReadFile:
+    """One discovered file after reading: ``status`` is "new", "changed", "unchanged" or "failed"
+    (then ``reason`` says why); text and metadata are set for new and changed files."""
+
+    id: str
+    status: str
+    text: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+def read_for_ingest(doc_id: str, path: Path, known: Mapping[str, str | None]) -> ReadFile:
+    """Read one file and compare its SHA-256 with the one the index holds (``known``: id -> sha256
+    of the documents already stored). The single-process and the Ray ingest both read through here."""
+    try:
+        text, raw = read_document(path)
+    except ValueError as exc:
+        return ReadFile(doc_id, "failed", reason=str(exc))
+    digest = hashlib.sha256(raw).hexdigest()
+    if doc_id in known and known[doc_id] == digest:
+        return ReadFile(doc_id, "unchanged")
+    metadata = {"source": str(path.absolute()), "sha256": digest, "bytes": len(raw)}
+    return ReadFile(doc_id, "changed" if doc_id in known else "new", text, metadata)
+
+
+def stored_digests(index: MultiVectorIndex, ids: Sequence[str]) -> dict[str, str | None]:
+    """id -> sha256 of the documents of ``ids`` the index holds (None where none was recorded)."""
+    return {d.id: d.metadata.get("sha256") for d in index.get(list(ids))} if ids else {}
+
+
+def _retrying(step: Callable[[], Any], attempts: int, what: str) -> Any:
+    """Run ``step``; on an error other than bad input, wait (0.5 s, 1 s, ...) and run it again,
+    ``attempts`` times in all; the last error is raised."""
+    for attempt in range(attempts):
+        try:
+            return step()
+        except (InvalidInputError, TypeError):
+            raise
+        except Exception as exc:
+            if attempt == attempts - 1:
+                raise
+            logger.warning("%s failed (%s); retrying (%d of %d)", what, exc, attempt + 2, attempts)
+            time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def encode_files(encoder: Any, files: Sequence[ReadFile], show_progress: bool = False) -> tuple[list, dict[str, str]]:
+    """(MultiVector per file, {id: reason} for files that could not be encoded). The batch is encoded
+    at once; if that fails, each file alone, so one bad file fails alone."""
+    if not files:
+        return [], {}
+    try:
+        return list(encoder.encode_multi([f.text for f in files], show_progress=show_progress)), {}
+    except MemoryError:
+        raise
+    except Exception:  # noqa: BLE001 - any failure: find the file(s) that cause it, one by one
+        logger.warning("encoding a batch of %d files failed; encoding them one by one", len(files))
+    encoded, failed = [], {}
+    for f in files:
+        try:
+            encoded.extend(encoder.encode_multi([f.text], show_progress=False))
+        except Exception as exc:  # noqa: BLE001 - reported per file; the others go on
+            failed[f.id] = f"could not be encoded: {_reason(exc)}"
+            encoded.append(None)
+    return encoded, failed
+
+
+def write_files(
+    index: MultiVectorIndex, files: Sequence[ReadFile], multis: Sequence[Any], *, attempts: int = 3
+) -> dict[str, str]:
+    """Write encoded files, each document atomically; a batch that fails is retried ``attempts``
+    times, then each document alone (retried the same), so the failures are known per file.
+    Returns {id: reason} for the documents not written."""
+    pairs = [(f, m) for f, m in zip(files, multis) if m is not None]
+    if not pairs:
+        return {}
+
+    def write(group: Sequence[tuple[ReadFile, Any]]) -> None:
+        index.add_encoded(
+            [m for _, m in group], [f.text for f, _ in group], [f.id for f, _ in group], [f.metadata for f, _ in group]
+        )
+
+    try:
+        _retrying(functools.partial(write, pairs), attempts, f"writing {len(pairs)} documents")
+        return {}
+    except Exception as exc:  # noqa: BLE001 - narrowed down per document below
+        if len(pairs) == 1:
+            return {pairs[0][0].id: f"not written: {_reason(exc)}"}
+    failed = {}
+    for pair in pairs:
+        try:
+            _retrying(functools.partial(write, [pair]), attempts, f"writing {pair[0].id}")
+        except Exception as exc:  # noqa: BLE001 - reported per file; the others go on
+            failed[pair[0].id] = f"not written: {_reason(exc)}"
+    return failed
+
+
+def tally(summary: IngestSummary, files: Sequence[ReadFile], multis: Sequence[Any], failed: Mapping[str, str]) -> None:
+    """Count a written batch into ``summary`` (failures by file, with their reasons)."""
+    for f, mv in zip(files, multis):
+        if f.id in failed:
+            summary.failed[f.id] = failed[f.id]
+        elif mv is not None:
+            summary.updated += f.status == "changed"
+            summary.added += f.status == "new"
+            summary.landmarks += len(mv)
+            summary.tokens += mv.n_tokens
+
+
+def check_batch_docs(batch_docs: Any) -> None:
+    if isinstance(batch_docs, bool) or not isinstance(batch_docs, int) or batch_docs < 1:
+        raise InvalidInputError(f"batch_docs must be an int >= 1, got {batch_docs!r}")
+
+
 def ingest(
     index: MultiVectorIndex,
     paths: Sequence[str | Path],
@@ -284,57 +405,48 @@ def ingest(
     batch_docs: int = 16,
     show_progress: bool = True,
     follow_symlinks: bool = False,
+    attempts: int = 3,
 ) -> IngestSummary:
     """Add new and changed files to ``index``, skip unchanged ones; with ``prune``, remove the
-    documents whose files, under the paths given, are gone. The index's own folder is never read."""
+    documents whose files, under the paths given, are gone. The index's own folder is never read.
+    A batch that cannot be written is retried ``attempts`` times, then reported per file in
+    ``summary.failed`` (the other files are still ingested)."""
     from tqdm.auto import tqdm
 
-    if isinstance(batch_docs, bool) or not isinstance(batch_docs, int) or batch_docs < 1:
-        raise InvalidInputError(f"batch_docs must be an int >= 1, got {batch_docs!r}")
+    check_batch_docs(batch_docs)
     summary = IngestSummary()
     t0 = time.perf_counter()
     found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
     files = found.files
     summary.ignored.update(found.ignored)
-    known = {d.id: d.metadata.get("sha256") for d in index.get([i for i, _ in files])} if files else {}
-    pending: list[tuple[str, str, dict]] = []
+    known = stored_digests(index, [i for i, _ in files])
+    pending: list[ReadFile] = []
 
     bar = tqdm(total=len(files), unit="doc", desc="ingest", disable=not show_progress)
 
     def flush() -> None:
         if not pending:
             return
-        ids, texts, metas = zip(*pending)
         # The encoder's own bar (tokens) moves inside long documents; this one counts documents.
-        multis = index.encoder.encode_multi(list(texts), show_progress=show_progress)
-        index.add_encoded(multis, list(texts), list(ids), list(metas))
-        for doc_id, mv in zip(ids, multis):
-            if doc_id in known:
-                summary.updated += 1
-            else:
-                summary.added += 1
-            summary.landmarks += len(mv)
-            summary.tokens += mv.n_tokens
-        logger.info("committed %d documents (%s ... %s)", len(ids), ids[0], ids[-1])
-        bar.update(len(ids))
+        multis, failed = encode_files(index.encoder, pending, show_progress)
+        failed.update(write_files(index, pending, multis, attempts=attempts))
+        tally(summary, pending, multis, failed)
+        logger.info("committed %d documents (%s ... %s)", len(pending), pending[0].id, pending[-1].id)
+        bar.update(len(pending))
         elapsed = time.perf_counter() - t0
         bar.set_postfix_str(f"{summary.tokens / max(elapsed, 1e-9):.0f} tok/s")
         pending.clear()
 
     for doc_id, path in files:
-        try:
-            text, raw = read_document(path)
-        except ValueError as exc:
-            summary.failed[doc_id] = str(exc)
+        read = read_for_ingest(doc_id, path, known)
+        if read.status in ("failed", "unchanged"):
+            if read.status == "failed":
+                summary.failed[doc_id] = read.reason
+            else:
+                summary.skipped += 1
             bar.update(1)
             continue
-        digest = hashlib.sha256(raw).hexdigest()
-        if known.get(doc_id) == digest:
-            summary.skipped += 1
-            bar.update(1)
-            continue
-        source = str(path.absolute())
-        pending.append((doc_id, text, {"source": source, "sha256": digest, "bytes": len(raw)}))
+        pending.append(read)
         if len(pending) >= batch_docs:
             flush()
     flush()

@@ -125,6 +125,7 @@ class ChromaIndex(MultiVectorIndex):
             raise InvalidInputError("give path= (embedded) or host=/port= (server), not both")
         super().__init__(encoder)
         self.where = f"{'https' if ssl else 'http'}://{host}:{port}" if host is not None else str(path or DEFAULT_PATH)
+        self._server = {"host": host, "port": port, "ssl": ssl} if host is not None and client is None else None
         self.folder = Path(path or DEFAULT_PATH) if host is None and client is None else None
         try:
             if client is not None:
@@ -152,6 +153,12 @@ class ChromaIndex(MultiVectorIndex):
 
     def _translate_error(self, exc: Exception) -> Exception:
         return unavailable(exc, self.where)
+
+    def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
+        """A server collection is reachable from other processes by host and port; a folder is not."""
+        if self._server is None:
+            return None
+        return "chroma", {**self._server, "collection": self.name}
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:
         self.meta.upsert(ids=["fingerprint"], embeddings=[[1.0]], metadatas=[{"json": fp.to_json()}])
@@ -184,7 +191,13 @@ class ChromaIndex(MultiVectorIndex):
                 embeddings=np.stack([mv.pooled for mv in multis]),
                 documents=texts,
                 metadatas=[
-                    {**_clean(meta), "_lmk_gen": gen, "_lmk_spans": json.dumps(mv.spans), "_lmk_meta": json.dumps(meta)}
+                    {
+                        **_clean(meta),
+                        "_lmk_gen": gen,
+                        "_lmk_spans": json.dumps(mv.spans),
+                        "_lmk_meta": json.dumps(meta),
+                        "_lmk_tokens": mv.n_tokens,
+                    }
                     for gen, meta, mv in zip(gens, metas, multis)
                 ],
             )
@@ -259,7 +272,9 @@ class ChromaIndex(MultiVectorIndex):
             spans = [(int(a), int(b)) for a, b in json.loads(meta["_lmk_spans"])]
             vectors = np.stack([v for _, v in sorted(per_doc.get(doc_id, []), key=lambda t: t[0])])
             doc = StoredDocument(doc_id, text, json.loads(meta["_lmk_meta"]), spans)
-            out.append((doc, MultiVector(np.asarray(pooled, dtype=np.float32), vectors, spans, 0)))
+            # Token counts are kept since copies became possible; older rows have none (0).
+            tokens = int(meta.get("_lmk_tokens", 0))
+            out.append((doc, MultiVector(np.asarray(pooled, dtype=np.float32), vectors, spans, tokens)))
         return out, (start + len(ids) if len(ids) == limit else None)
 
     def _search(
