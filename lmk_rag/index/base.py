@@ -310,6 +310,12 @@ class MultiVectorIndex(ABC):
     def close(self) -> None:  # noqa: B027 - a no-op by default: only some backends hold resources
         """Release the backend's client or folder lock (a no-op where nothing is held)."""
 
+    def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
+        """How another process opens this same store: ("qdrant" | "chroma", constructor arguments
+        without the encoder) for a server; None for an embedded or in-memory store, which only the
+        process holding it may write (see :func:`lmk_rag.distributed.reopen`)."""
+        return None
+
     # ---------------------------------------------------------------- backend hooks
     modes: tuple[str, ...] = SEARCH_MODES
     default_mode: str = "maxsim"

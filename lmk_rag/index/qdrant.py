@@ -25,7 +25,7 @@ from ..errors import IndexUnavailableError, InvalidInputError, MissingDependency
 from ..types import Fingerprint, MultiVector
 from .base import Hit, MultiVectorIndex, StoredDocument, best_landmark, make_hit
 from .fusion import check_fusion, fuse
-from .qdrant_client_store import ClientStore, is_connection_error, open_local_mode
+from .qdrant_client_store import ClientStore, check_cluster_options, is_connection_error, open_local_mode
 from .qdrant_layout import (
     LANDMARKS,
     Found,
@@ -75,6 +75,10 @@ class QdrantIndex(MultiVectorIndex):
         hybrid_fusion: str = "weighted",
         hybrid_weight: float = 0.3,
         client: Any = None,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
+        on_disk: bool | None = None,
     ) -> None:
         if sum(x is not None for x in (path, location, url, local_path, client)) > 1:
             raise InvalidInputError("give one of path=, location=, url=, local_path= or client=")
@@ -88,8 +92,22 @@ class QdrantIndex(MultiVectorIndex):
         quantization = check_quantization(quantization)
         if not isinstance(collection, str) or not collection or "/" in collection or collection.startswith("."):
             raise InvalidInputError(f"collection must be a non-empty name without '/', got {collection!r}")
+        cluster = check_cluster_options(
+            {
+                "shard_number": shard_number,
+                "replication_factor": replication_factor,
+                "write_consistency_factor": write_consistency_factor,
+                "on_disk": on_disk,
+            }
+        )
+        if cluster and all(x is None for x in (location, url, client)):
+            raise InvalidInputError(
+                f"{', '.join(cluster)} set{'s' if len(cluster) == 1 else ''} up a collection on a Qdrant server or "
+                "cluster; give url= (or client=), or leave it out for the embedded index"
+            )
         super().__init__(encoder)
         self.collection = collection
+        self._url, self._api_key = url, api_key
         self.prefetch_limit = prefetch_limit
         self.hybrid_fusion, self.hybrid_weight = hybrid_fusion, float(hybrid_weight)
         self._count_cache: tuple[float, int] | None = None
@@ -116,7 +134,7 @@ class QdrantIndex(MultiVectorIndex):
                 else:
                     client = open_local_mode(Path(str(local_path)))
             try:
-                self.store = ClientStore(client, collection, self.encoder.dimension, quantization)
+                self.store = ClientStore(client, collection, self.encoder.dimension, quantization, cluster)
             except Exception as exc:
                 if url is not None and is_connection_error(exc):
                     client.close()
@@ -138,6 +156,12 @@ class QdrantIndex(MultiVectorIndex):
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:
         self.store.write_fingerprint(fp)
+
+    def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
+        """A server collection is reachable from other processes by its URL; embedded and memory ones are not."""
+        if self._url is None:
+            return None
+        return "qdrant", {"url": self._url, "api_key": self._api_key, "collection": self.collection}
 
     def _translate_error(self, exc: Exception) -> Exception:
         if is_connection_error(exc):

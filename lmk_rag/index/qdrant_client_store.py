@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import IndexUnavailableError
+from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
 from .qdrant_layout import (
     BM25,
@@ -26,6 +26,22 @@ from .qdrant_layout import (
 )
 
 _UPSERT_BATCH = 64
+#: Collection settings a Qdrant cluster needs, fixed when the collection is created.
+CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor", "on_disk")
+
+
+def check_cluster_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options that were given (not None), each checked: counts are ints >= 1, on_disk a bool."""
+    given = {k: v for k, v in options.items() if v is not None}
+    for name, value in given.items():
+        if name not in CLUSTER_OPTIONS:
+            raise InvalidInputError(f"unknown Qdrant collection option {name!r}; use one of {CLUSTER_OPTIONS}")
+        if name == "on_disk":
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"on_disk must be True or False, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
+    return given
 
 
 def open_local_mode(folder: Path) -> Any:
@@ -83,6 +99,18 @@ def _quantization(quantization: str | None) -> Any:
     return None
 
 
+def _check_existing(params: Any, cluster: dict[str, Any], collection: str) -> None:
+    """Refuse cluster options that differ from those the collection was created with (a server
+    reports them; local mode and memory do not record them)."""
+    for name, wanted in cluster.items():
+        have = getattr(params, name, None)
+        if have is not None and have != wanted:
+            raise IncompatibleIndexError(
+                f"collection {collection!r} was created with {name}={have}, not {wanted}; open it without "
+                f"{name}=, or copy it into a new collection with the setting (lmk-rag copy)"
+            )
+
+
 class ClientStore:
     """One collection through a ``QdrantClient``."""
 
@@ -92,31 +120,38 @@ class ClientStore:
         collection: str,
         dimension: int,
         quantization: str | None,
-        collection_options: dict[str, Any] | None = None,
+        cluster_options: dict[str, Any] | None = None,
     ) -> None:
+        """``cluster_options`` (:data:`CLUSTER_OPTIONS`): shard_number, replication_factor and
+        write_consistency_factor of a new collection, on_disk for its dense vectors (originals
+        on disk, served through the page cache); an existing collection keeps its own, and one
+        that records different values is refused."""
         from qdrant_client import models
 
         self.client, self.collection = client, collection
         self.quantization = quantization
+        cluster = check_cluster_options(dict(cluster_options or {}))
+        on_disk = cluster.pop("on_disk", None)
         if not client.collection_exists(collection):
             quantized = _quantization(quantization)
             client.create_collection(
                 collection,
                 vectors_config={
-                    POOLED: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                    POOLED: models.VectorParams(size=dimension, distance=models.Distance.COSINE, on_disk=on_disk),
                     LANDMARKS: models.VectorParams(
                         size=dimension,
                         distance=models.Distance.COSINE,
                         multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
                         hnsw_config=models.HnswConfigDiff(m=0),
                         quantization_config=quantized,
-                        on_disk=True if quantized is not None else None,
+                        on_disk=True if quantized is not None or on_disk else None,
                     ),
                 },
                 sparse_vectors_config={BM25: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-                **(collection_options or {}),
+                **cluster,
             )
         info = client.get_collection(collection)
+        _check_existing(info.config.params, cluster, collection)
         sparse = info.config.params.sparse_vectors or {}
         # Collections written before BM25 was part of the layout have no sparse vector: no hybrid there.
         self.bm25 = BM25 in sparse

@@ -1,12 +1,17 @@
 """Index URIs for the command line: ``qdrant:PATH`` (default), ``qdrant+http(s)://host:port``,
-``chroma:PATH``, ``chroma+http(s)://host:port``. A bare path means ``qdrant:PATH``."""
+``chroma:PATH``, ``chroma+http(s)://host:port``. A bare path means ``qdrant:PATH``.
+
+A Qdrant server URI may carry the settings of a collection it creates, as a query:
+``qdrant+http://host:6333?shard_number=6&replication_factor=2&write_consistency_factor=1&on_disk=true``;
+its API key is read from the environment variable ``QDRANT_API_KEY``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse
 
 from ..errors import IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
@@ -24,6 +29,27 @@ class IndexURI:
     host: str | None = None
     port: int | None = None
     ssl: bool = False
+    #: Qdrant cluster settings of a new collection (shard_number, replication_factor, ...).
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _cluster_options(uri: str, query: str) -> dict[str, Any]:
+    """The Qdrant collection settings in a URI's query, as typed values."""
+    from .qdrant_client_store import CLUSTER_OPTIONS
+
+    options: dict[str, Any] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in CLUSTER_OPTIONS:
+            raise InvalidInputError(f"index URI {uri!r}: unknown setting {name!r}; use {', '.join(CLUSTER_OPTIONS)}")
+        if name == "on_disk":
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise InvalidInputError(f"index URI {uri!r}: on_disk must be true or false, got {value!r}")
+            options[name] = value.lower() in ("true", "1")
+        elif value.isdigit() and int(value) >= 1:
+            options[name] = int(value)
+        else:
+            raise InvalidInputError(f"index URI {uri!r}: {name} must be an int >= 1, got {value!r}")
+    return options
 
 
 def parse_index_uri(uri: str) -> IndexURI:
@@ -39,8 +65,11 @@ def parse_index_uri(uri: str) -> IndexURI:
                 port = parsed.port
             except ValueError as exc:
                 raise InvalidInputError(f"index URI {uri!r} has a bad port; use {URI_HELP}") from exc
+            options = _cluster_options(uri, parsed.query)
             if backend == "qdrant":
-                return IndexURI("qdrant", url=f"{parsed.scheme}://{parsed.hostname}:{port or 6333}")
+                return IndexURI("qdrant", url=f"{parsed.scheme}://{parsed.hostname}:{port or 6333}", options=options)
+            if options:
+                raise InvalidInputError(f"index URI {uri!r}: {', '.join(options)} are Qdrant collection settings")
             return IndexURI("chroma", host=parsed.hostname, port=port or 8000, ssl=parsed.scheme == "https")
     if uri.startswith(LOCAL_MODE_SCHEME):
         if not uri[len(LOCAL_MODE_SCHEME) :]:
@@ -63,7 +92,8 @@ def open_index(uri: IndexURI, encoder: Any, *, quantization: str | None = None) 
     if uri.backend == "qdrant-local":
         return QdrantIndex(local_path=uri.path, encoder=encoder)
     if uri.backend == "qdrant":
-        where: dict[str, Any] = {"path": uri.path} if uri.path else {"url": uri.url}
+        api_key = os.environ.get("QDRANT_API_KEY") or None
+        where: dict[str, Any] = {"path": uri.path} if uri.path else {"url": uri.url, "api_key": api_key, **uri.options}
         return QdrantIndex(**where, encoder=encoder, quantization=quantization)
     if quantization is not None:
         raise InvalidInputError("quantization is a Qdrant setting; Chroma indexes store float32 vectors")

@@ -33,3 +33,73 @@ def test_folder_held_by_another_client_says_so(tmp_path, base_encoder):
 def test_one_location_only(base_encoder):
     with pytest.raises(ValueError, match="one of"):
         QdrantIndex("a", location=":memory:", encoder=base_encoder)
+
+
+class _RecordingClient:
+    """A qdrant-client in memory that records the settings each collection is created with
+    (local mode accepts, but does not keep, shard and replication settings)."""
+
+    def __init__(self) -> None:
+        from qdrant_client import QdrantClient
+
+        self._client = QdrantClient(location=":memory:")
+        self.created: dict[str, dict] = {}
+
+    def create_collection(self, name, **kwargs):
+        self.created[name] = kwargs
+        return self._client.create_collection(name, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_cluster_options_reach_the_new_collection(base_encoder):
+    client = _RecordingClient()
+    idx = QdrantIndex(
+        client=client,
+        encoder=base_encoder,
+        shard_number=6,
+        replication_factor=2,
+        write_consistency_factor=2,
+        on_disk=True,
+    )
+    made = client.created["lmk"]
+    assert (made["shard_number"], made["replication_factor"], made["write_consistency_factor"]) == (6, 2, 2)
+    assert made["vectors_config"]["pooled"].on_disk and made["vectors_config"]["landmarks"].on_disk
+    idx.add(["tides follow the moon"], ids=["t"])
+    assert idx.search("moon", k=1)[0].id == "t"
+    # An existing collection keeps its settings; none are sent again.
+    QdrantIndex(client=client, encoder=base_encoder)
+    assert list(client.created) == ["lmk", "lmk__lmk_meta"]
+
+
+def test_cluster_options_are_checked_and_need_a_server(tmp_path, base_encoder):
+    with pytest.raises(ValueError, match="shard_number must be an int >= 1, got 0"):
+        QdrantIndex(location=":memory:", encoder=base_encoder, shard_number=0)
+    with pytest.raises(ValueError, match="on_disk must be True or False"):
+        QdrantIndex(location=":memory:", encoder=base_encoder, on_disk="yes")
+    with pytest.raises(ValueError, match="replication_factor sets up a collection on a Qdrant server"):
+        QdrantIndex(tmp_path / "idx", encoder=base_encoder, replication_factor=2)
+
+
+def test_index_uri_carries_cluster_options():
+    from lmk_rag.index.uri import parse_index_uri
+
+    uri = parse_index_uri("qdrant+http://qdrant.internal:6333?shard_number=6&replication_factor=2&on_disk=true")
+    assert uri.url == "http://qdrant.internal:6333"
+    assert uri.options == {"shard_number": 6, "replication_factor": 2, "on_disk": True}
+    for bad, match in (
+        ("qdrant+http://h:6333?shards=2", "unknown setting 'shards'"),
+        ("qdrant+http://h:6333?shard_number=two", "shard_number must be an int >= 1"),
+        ("qdrant+http://h:6333?on_disk=maybe", "on_disk must be true or false"),
+        ("chroma+http://h:8000?shard_number=2", "are Qdrant collection settings"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            parse_index_uri(bad)
+
+
+def test_only_server_indexes_can_be_reopened_elsewhere(tmp_path, base_encoder):
+    idx = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
+    assert idx.reopen_spec() is None
+    idx.close()
+    assert QdrantIndex(location=":memory:", encoder=base_encoder).reopen_spec() is None
