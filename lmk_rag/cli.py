@@ -144,6 +144,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ing.add_argument("--batch-docs", type=int, default=16, help="documents encoded and written together")
     ing.add_argument("--no-progress", action="store_true")
+    ray = ing.add_argument_group(
+        "Ray (pip install 'lmk-rag[ray]')", "encode on a Ray cluster: see the README, Ingesting at scale"
+    )
+    ray.add_argument("--ray", action="store_true", help="read and encode in a Ray Data actor pool")
+    ray.add_argument(
+        "--ray-address",
+        default=None,
+        help="cluster to join: auto, ray://HOST:10001 or HOST:6379 (default: a local Ray on this machine)",
+    )
+    ray.add_argument("--actors", type=int, default=None, help="encoders in the pool, one model each (default 2)")
+    ray.add_argument("--gpus-per-actor", type=float, default=None, help="GPUs per encoder (default 0: CPU)")
+    ray.add_argument("--cpus-per-actor", type=float, default=None, help="CPUs (torch threads) per encoder (default 1)")
 
     se = sub.add_parser("search", help="ranked documents with the matched passage")
     se.add_argument("query")
@@ -301,19 +313,39 @@ def run_ingest(args: argparse.Namespace) -> int:
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         raise PathNotFoundError(f"no such file or folder: {', '.join(missing)}")
+    ray_options = {
+        "address": args.ray_address,
+        "actors": args.actors,
+        "gpus_per_actor": args.gpus_per_actor,
+        "cpus_per_actor": args.cpus_per_actor,
+    }
+    given = [f"--{k.replace('_', '-')}" for k, v in ray_options.items() if v is not None]
+    if given and not args.ray:
+        raise InvalidInputError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --ray; add --ray")
     index = _open(args, must_exist=False)
+    started_ray = False
     try:
-        summary = ingest(
-            index,
-            args.paths,
-            prune=args.prune,
-            batch_docs=args.batch_docs,
-            show_progress=not args.no_progress,
-            follow_symlinks=args.follow_symlinks,
-        )
+        common = {
+            "prune": args.prune,
+            "batch_docs": args.batch_docs,
+            "show_progress": not args.no_progress,
+            "follow_symlinks": args.follow_symlinks,
+        }
+        if args.ray:
+            from .distributed import connect, ingest_with_ray
+
+            started_ray = connect(args.ray_address)
+            options = {k: v for k, v in ray_options.items() if v is not None and k != "address"}
+            summary = ingest_with_ray(index, args.paths, **options, **common)
+        else:
+            summary = ingest(index, args.paths, **common)
         total = len(index)
     finally:
         index.close()
+        if started_ray:
+            import ray
+
+            ray.shutdown()
     for line in summary.lines():
         print(line)
     print(f"{total} documents in {args.index}")

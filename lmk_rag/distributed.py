@@ -1,0 +1,257 @@
+"""Ingestion on a Ray cluster: Ray Data reads the files and encodes them in an actor pool (one
+:class:`~lmk_rag.encoder.LMKEncoder` per actor, loaded once, on a GPU where asked), then writes.
+
+Discovery, the SHA-256 skip, reading, encoding, retries and pruning are the single-process
+ingest's own functions (:mod:`lmk_rag.ingest`); only where they run changes. A server index
+(``qdrant+http(s)://``, ``chroma+http(s)://``) is written by the actors themselves; an embedded
+one (a folder, which one process holds) by this process as results stream back. Either way each
+document is written atomically under an id made from its path, so a run killed half-way and
+started again ends with every file exactly once.
+
+Needs the ``[ray]`` extra. On a cluster every node needs lmk-rag installed and the files (and a
+model folder, if one is given) at the same paths, e.g. on a shared file system.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
+from .index.base import MultiVectorIndex
+from .ingest import (
+    IngestSummary,
+    ReadFile,
+    check_batch_docs,
+    discover,
+    encode_files,
+    prune_vanished,
+    read_for_ingest,
+    stored_digests,
+    tally,
+    write_files,
+)
+from .types import Fingerprint
+
+logger = logging.getLogger("lmk_rag")
+
+__all__ = ["connect", "ingest_with_ray", "reopen"]
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise MissingDependencyError("--ray needs Ray Data: pip install 'lmk-rag[ray]'") from exc
+    return ray
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Join the Ray cluster at ``address`` ("auto", "ray://host:10001", "host:6379"), or start a
+    local one (``None`` or "local", with ``num_cpus``). Returns True when this call connected
+    (so the caller may shut it down); False when Ray was already running in this process."""
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    # Our bar and summary report progress; Ray Data's own bars and per-run banners would double them.
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    if address in (None, "", "local"):
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    else:
+        if num_cpus is not None:
+            raise InvalidInputError("num_cpus applies to a local Ray; a cluster at an address has its own")
+        ray.init(address=address, log_to_driver=False)
+    return True
+
+
+def reopen(spec: tuple[str, dict[str, Any]], encoder: Any) -> MultiVectorIndex:
+    """Open, in this process, the server index a :meth:`~MultiVectorIndex.reopen_spec` describes."""
+    from .index import ChromaIndex, QdrantIndex
+
+    kind, kwargs = spec
+    if kind == "qdrant":
+        return QdrantIndex(**kwargs, encoder=encoder)
+    if kind == "chroma":
+        return ChromaIndex(**kwargs, encoder=encoder)
+    raise InvalidInputError(f"unknown index kind {kind!r} in a reopen spec; expected 'qdrant' or 'chroma'")
+
+
+class _IngestActor:
+    """One Ray actor: its encoder (and, for a server index, its client) live as long as it does.
+    Each call reads, hashes and encodes a batch of files and, given a server, writes it."""
+
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        fingerprint: dict[str, Any],
+        spec: tuple[str, dict[str, Any]] | None,
+        threads: int,
+        attempts: int,
+    ) -> None:
+        import torch
+
+        from .encoder import LMKEncoder
+
+        torch.set_num_threads(max(1, threads))
+        self.encoder = LMKEncoder(**settings)
+        differences = self.encoder.fingerprint.differences(Fingerprint.from_dict(fingerprint))
+        if differences:
+            raise IncompatibleIndexError(
+                "the encoder loaded on a Ray worker differs from the driver's ("
+                + "; ".join(differences)
+                + "); install the same lmk-rag and model on every node"
+            )
+        self.index = reopen(spec, self.encoder) if spec is not None else None
+        self.attempts = attempts
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        known = {i: (s or None) for i, s, stored in zip(batch["id"], batch["sha256"], batch["stored"]) if stored}
+        reads = [read_for_ingest(str(i), Path(str(p)), known) for i, p in zip(batch["id"], batch["path"])]
+        todo = [r for r in reads if r.status in ("new", "changed")]
+        multis, failed = encode_files(self.encoder, todo)
+        if self.index is not None:
+            failed.update(write_files(self.index, todo, multis, attempts=self.attempts))
+        encoded = dict(zip([r.id for r in todo], multis))
+        out: dict[str, list[Any]] = {k: [] for k in ("id", "status", "reason", "text", "metadata", "encoded")}
+        for r in reads:
+            mv = encoded.get(r.id)
+            status, reason = ("failed", failed[r.id]) if r.id in failed else (r.status, r.reason)
+            out["id"].append(r.id)
+            out["status"].append(status)
+            out["reason"].append(reason)
+            # For an embedded index this process writes: the text and vectors travel back.
+            keep = self.index is None and status in ("new", "changed")
+            out["text"].append(r.text if keep else "")
+            out["metadata"].append(json.dumps(r.metadata) if keep else "")
+            # Written or not, the landmark and token counts come back for the summary.
+            out["encoded"].append(pickle.dumps(_counts_only(mv) if not keep and mv is not None else mv))
+        return {k: np.array(v, dtype=object) for k, v in out.items()}
+
+
+def _counts_only(mv: Any) -> Any:
+    """What the summary needs of a document a worker already wrote: its landmark and token counts."""
+    return (len(mv), mv.n_tokens)
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The lmk-rag error a Ray task error carries, if any (so the user sees what to change)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, LMKError):
+            return seen
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    return exc
+
+
+def ingest_with_ray(
+    index: MultiVectorIndex,
+    paths: Sequence[str | Path],
+    *,
+    actors: int = 2,
+    gpus_per_actor: float = 0.0,
+    cpus_per_actor: float = 1.0,
+    address: str | None = None,
+    prune: bool = False,
+    batch_docs: int = 16,
+    show_progress: bool = True,
+    follow_symlinks: bool = False,
+    attempts: int = 3,
+) -> IngestSummary:
+    """:func:`lmk_rag.ingest.ingest` with encoding (and, for a server index, writing) on a Ray
+    cluster: ``actors`` encoders, each with ``cpus_per_actor`` CPUs and ``gpus_per_actor`` GPUs.
+    Joins the cluster at ``address`` (or starts a local one) unless Ray is running already.
+    Same ids, texts, spans and vectors as the single-process ingest; failures reported per file."""
+    from tqdm.auto import tqdm
+
+    check_batch_docs(batch_docs)
+    if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
+        raise InvalidInputError(f"actors must be an int >= 1, got {actors!r}")
+    for name, value, low in (("gpus_per_actor", gpus_per_actor, 0.0), ("cpus_per_actor", cpus_per_actor, 0.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or value != value:
+            raise InvalidInputError(f"{name} must be a number >= {low:g}, got {value!r}")
+    if cpus_per_actor == 0 and gpus_per_actor == 0:
+        raise InvalidInputError("an actor needs cpus_per_actor > 0 or gpus_per_actor > 0")
+    ray = _ray()
+    summary = IngestSummary()
+    t0 = time.perf_counter()
+    found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
+    summary.ignored.update(found.ignored)
+    known = stored_digests(index, [i for i, _ in found.files])
+    if found.files:
+        connect(address)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        spec = index.reopen_spec()
+        rows = [
+            {"id": i, "path": str(p.absolute()), "sha256": known.get(i) or "", "stored": i in known}
+            for i, p in found.files
+        ]
+        settings = {**asdict(index.encoder.settings), "device": "auto" if gpus_per_actor > 0 else "cpu"}
+        dataset = ray.data.from_items(rows).map_batches(
+            _IngestActor,
+            batch_size=batch_docs,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=cpus_per_actor,
+            num_gpus=gpus_per_actor,
+            fn_constructor_kwargs={
+                "settings": settings,
+                "fingerprint": index.encoder.fingerprint.to_dict(),
+                "spec": spec,
+                "threads": max(1, int(cpus_per_actor)),
+                "attempts": attempts,
+            },
+        )  # Ray Data restarts actors that die and retries their batches (its defaults)
+        bar = tqdm(total=len(rows), unit="doc", desc="ingest (ray)", disable=not show_progress)
+        try:
+            for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+                _collect(index, batch, spec is None, summary, attempts)
+                bar.update(len(batch["id"]))
+                bar.set_postfix_str(f"{summary.tokens / max(time.perf_counter() - t0, 1e-9):.0f} tok/s")
+                logger.info("committed %d documents (%s ... %s)", len(batch["id"]), batch["id"][0], batch["id"][-1])
+        except Exception as exc:
+            cause = _unwrap(exc)
+            if cause is not exc:
+                raise cause from exc
+            raise
+        finally:
+            bar.close()
+    if prune:
+        summary.pruned = prune_vanished(index, paths, {i for i, _ in found.files})
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _collect(
+    index: MultiVectorIndex, batch: dict[str, np.ndarray], write_here: bool, summary: IngestSummary, attempts: int
+) -> None:
+    """Count one batch of results into ``summary``; for an embedded index, write it first."""
+    writes: list[tuple[ReadFile, Any]] = []
+    for doc_id, status, reason, text, metadata, encoded in zip(
+        batch["id"], batch["status"], batch["reason"], batch["text"], batch["metadata"], batch["encoded"]
+    ):
+        doc_id = str(doc_id)
+        if status == "failed":
+            summary.failed[doc_id] = str(reason)
+        elif status == "unchanged":
+            summary.skipped += 1
+        elif write_here:
+            writes.append((ReadFile(doc_id, str(status), str(text), json.loads(metadata)), pickle.loads(encoded)))
+        else:
+            landmarks, tokens = pickle.loads(encoded)
+            summary.added += status == "new"
+            summary.updated += status == "changed"
+            summary.landmarks += landmarks
+            summary.tokens += tokens
+    if writes:
+        files, multis = [f for f, _ in writes], [m for _, m in writes]
+        tally(summary, files, multis, write_files(index, files, multis, attempts=attempts))

@@ -1,0 +1,216 @@
+"""Ingestion on a local Ray (``ray.init(num_cpus=2)``): equal results to the single-process
+ingest, into an embedded Qdrant index (written by the driver) and a real `chroma run` server
+(written by the actors); skips, per-file failures, kill -9 and resume, the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmk_rag.index import ChromaIndex, QdrantIndex
+from lmk_rag.ingest import ingest
+
+from .chroma_server import start_chroma_server, stop
+
+pytestmark = pytest.mark.slow  # a Ray cluster, actor pools that load the model, a server
+
+ray = pytest.importorskip("ray", reason="the [ray] extra is part of [test]")
+from lmk_rag.distributed import ingest_with_ray  # noqa: E402 - after the importorskip
+
+CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture()
+def docs(tmp_path):
+    """The sample corpus, one long document that needs several windows, a file that is not
+    UTF-8 and a binary one (both must fail alone, reported by name)."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for p in CORPUS.glob("*.md"):
+        (folder / p.name).write_text(p.read_text())
+    (folder / "long").mkdir()
+    (folder / "long" / "all.md").write_text("\n\n".join(p.read_text() for p in sorted(CORPUS.glob("*.md"))) * 3)
+    (folder / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (folder / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    return folder
+
+
+def contents(index) -> dict:
+    return {d.id: (d, mv) for batch in index.scan() for d, mv in batch}
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for doc_id, (doc, mv) in a.items():
+        other, omv = b[doc_id]
+        assert other.text == doc.text and other.metadata == doc.metadata, doc_id
+        assert omv.spans == mv.spans and omv.n_tokens == mv.n_tokens, doc_id
+        np.testing.assert_allclose(omv.vectors, mv.vectors, atol=1e-5, err_msg=doc_id)
+        np.testing.assert_allclose(omv.pooled, mv.pooled, atol=1e-5, err_msg=doc_id)
+
+
+def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, encoder, local_ray):
+    single = QdrantIndex(tmp_path / "single", encoder=encoder)
+    distributed = QdrantIndex(tmp_path / "ray", encoder=encoder)
+    try:
+        expected = ingest(single, [docs], show_progress=False)
+        got = ingest_with_ray(distributed, [docs], actors=2, batch_docs=2, show_progress=False)
+        assert (
+            (got.added, got.updated, got.skipped) == (expected.added, expected.updated, expected.skipped) == (6, 0, 0)
+        )
+        assert (got.landmarks, got.tokens) == (expected.landmarks, expected.tokens)
+        assert set(got.failed) == set(expected.failed) == {"latin1.txt", "blob.txt"}
+        assert "not UTF-8" in got.failed["latin1.txt"] and "binary" in got.failed["blob.txt"]
+        assert_same(contents(single), contents(distributed))
+        long_doc, long_mv = contents(distributed)["long/all.md"]
+        # Longer than the 512-token window: encoded whole, in windows, to its last character.
+        assert long_mv.n_tokens > 2 * 512 and long_mv.spans[-1][1] >= len(long_doc.text.rstrip())
+
+        (docs / "tides.md").write_text("Tides, rewritten: the moon pulls the sea twice a day.")
+        (docs / "sourdough.md").unlink()
+        again = ingest_with_ray(distributed, [docs], actors=1, prune=True, show_progress=False)
+        assert (again.added, again.updated, again.skipped, again.pruned) == (0, 1, 4, 1)
+        assert sorted(distributed.ids()) == sorted(set(contents(single)) - {"sourdough.md"})
+        assert distributed.get(["tides.md"])[0].text.startswith("Tides, rewritten")
+    finally:
+        single.close()
+        distributed.close()
+
+
+def test_ray_actors_write_into_a_chroma_server(tmp_path, docs, encoder, local_ray):
+    proc, port = start_chroma_server(tmp_path / "server")
+    try:
+        server = ChromaIndex(host="127.0.0.1", port=port, encoder=encoder)
+        assert server.reopen_spec() == (
+            "chroma",
+            {"host": "127.0.0.1", "port": port, "ssl": False, "collection": "lmk"},
+        )
+        got = ingest_with_ray(server, [docs], actors=2, batch_docs=3, show_progress=False)
+        assert (got.added, len(got.failed)) == (6, 2) and got.landmarks > 0
+        reference = QdrantIndex(tmp_path / "reference", encoder=encoder)
+        ingest(reference, [docs], show_progress=False)
+        assert_same(contents(reference), contents(server))
+        reference.close()
+        # Idempotent: a second run reads the stored digests and writes nothing.
+        again = ingest_with_ray(server, [docs], actors=2, show_progress=False)
+        assert (again.added, again.updated, again.skipped) == (0, 0, 6)
+        assert len(server) == 6
+    finally:
+        stop(proc)
+
+
+def test_a_batch_that_cannot_be_written_is_retried_then_reported_per_file(tmp_path, docs, encoder, local_ray):
+    """The embedded index fails the first write of every batch (a transient error) and always
+    refuses one document: the transient failures are retried away, the bad one reported by name."""
+    index = QdrantIndex(tmp_path / "idx", encoder=encoder)
+    real_upsert, calls = index._upsert, {"n": 0}
+
+    def flaky(ids, texts, metas, multis):
+        calls["n"] += 1
+        if calls["n"] % 2 == 1:
+            raise ConnectionError("transient: the store hiccuped")
+        if "tides.md" in ids:
+            raise RuntimeError("disk full while writing tides.md")
+        real_upsert(ids, texts, metas, multis)
+
+    index._upsert = flaky
+    try:
+        summary = ingest_with_ray(index, [docs], actors=1, batch_docs=16, show_progress=False, attempts=2)
+        assert "tides.md" in summary.failed and "disk full" in summary.failed["tides.md"]
+        assert summary.added == 5 and sorted(index.ids()) == sorted(
+            {"home_solar.md", "sourdough.md", "bicycle_maintenance.md", "printing_press.md", "long/all.md"}
+        )
+    finally:
+        index.close()
+
+
+def test_bad_arguments_are_refused_before_any_work(tmp_path, encoder):
+    index = QdrantIndex(tmp_path / "idx", encoder=encoder)
+    try:
+        for kwargs, match in (
+            ({"actors": 0}, "actors must be an int >= 1"),
+            ({"gpus_per_actor": -1}, "gpus_per_actor must be a number >= 0"),
+            ({"cpus_per_actor": 0, "gpus_per_actor": 0}, "cpus_per_actor > 0 or gpus_per_actor > 0"),
+            ({"batch_docs": 0}, "batch_docs must be an int >= 1"),
+        ):
+            with pytest.raises(ValueError, match=match):
+                ingest_with_ray(index, [CORPUS], show_progress=False, **kwargs)
+    finally:
+        index.close()
+
+
+def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV
+    )
+
+
+def test_cli_ray_kill_minus_9_then_resume_exactly_once(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    texts = [p.read_text() for p in sorted(CORPUS.glob("*.md"))]
+    for i in range(40):
+        (folder / f"doc{i:02d}.md").write_text(f"Document {i}.\n\n" + texts[i % len(texts)])
+    uri = f"qdrant:{tmp_path / 'idx'}"
+    common = ["--index", uri, "--no-progress", "--ray", "--actors", "1", "--batch-docs", "2"]
+    # Its own session, so kill -9 reaches the local Ray's processes too, as a crash of the machine would.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lmk_rag.cli", "-v", "ingest", str(folder), *common],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=ENV,
+        start_new_session=True,
+    )
+    commits, deadline = 0, time.monotonic() + 240
+    try:
+        while commits < 3 and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                break
+            commits += "committed" in line
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert commits >= 3, "the ingest never committed a batch"
+    mid = json.loads(_cli("info", "--index", uri, "--json").stdout)
+    assert 0 < mid["documents"] < 40
+    resumed = _cli("ingest", str(folder), *common)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    done = re_summary(resumed.stdout)
+    assert done["skipped"] == mid["documents"] and done["added"] + done["updated"] + done["skipped"] == 40
+    assert "40 documents in" in resumed.stdout
+    info = json.loads(_cli("info", "--index", uri, "--json").stdout)
+    assert info["documents"] == 40
+
+
+def re_summary(stdout: str) -> dict[str, int]:
+    import re
+
+    m = re.search(r"added (\d+), updated (\d+), skipped (\d+) unchanged", stdout)
+    assert m, stdout
+    return {"added": int(m[1]), "updated": int(m[2]), "skipped": int(m[3])}
+
+
+def test_cli_ray_options_need_ray(tmp_path):
+    out = _cli("ingest", str(CORPUS), "--index", f"qdrant:{tmp_path / 'idx'}", "--actors", "2")
+    assert out.returncode == 2 and "--actors applies to --ray; add --ray" in out.stderr
