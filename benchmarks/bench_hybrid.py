@@ -5,8 +5,8 @@ the answer span). nDCG@10 and passage hit@1 per domain and the mean.
 
 Choose fusion settings on the dev domains; report the test domains once:
 
-    LMK_DOCS_ROOT=... python benchmarks/bench_hybrid.py --domains dev --weights 0.1 0.2 0.3 0.5
-    LMK_DOCS_ROOT=... python benchmarks/bench_hybrid.py --domains test --weights 0.3
+    LMK_DOCS_ROOT=... python benchmarks/bench_hybrid.py --domains dev --weights 0.1 0.2 0.3 0.5 0.6 0.7 0.8
+    LMK_DOCS_ROOT=... python benchmarks/bench_hybrid.py --domains test --weights 0.5   # the weight dev chose
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def encoded(task, enc: LMKEncoder, cache: Path | None):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--domains", default="dev", help="dev, test, or comma-separated domain names")
-    ap.add_argument("--weights", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5])
+    ap.add_argument("--weights", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8])
     ap.add_argument("--cache", default=None, help="folder to keep encoded tasks in")
     args = ap.parse_args()
 

@@ -27,7 +27,7 @@ def check_fusion(fusion: str, weight: float) -> None:
         raise InvalidInputError(f"hybrid_weight must be a number in [0, 1] (the BM25 share), got {weight!r}")
 
 
-def fuse(maxsim: np.ndarray, bm25: Sequence[float | None], fusion: str = "weighted", weight: float = 0.3) -> np.ndarray:
+def fuse(maxsim: np.ndarray, bm25: Sequence[float | None], fusion: str = "weighted", weight: float = 0.5) -> np.ndarray:
     """Fused scores of n candidates from their MaxSim scores and BM25 scores (None: not in BM25's list)."""
     dense = np.asarray(maxsim, dtype=np.float64)
     if fusion == "rrf":

@@ -73,7 +73,7 @@ class QdrantIndex(MultiVectorIndex):
         prefetch_limit: int | None = None,
         quantization: str | None = None,
         hybrid_fusion: str = "weighted",
-        hybrid_weight: float = 0.3,
+        hybrid_weight: float = 0.5,
         client: Any = None,
         shard_number: int | None = None,
         replication_factor: int | None = None,
