@@ -84,7 +84,7 @@ def main() -> None:
         results = {"single process": single("single", os.cpu_count() or 1)}
         results["single process, 1 thread"] = single("single1", 1)
         cluster_s, _ = timed(lambda: connect(None))
-        pool_s, _ = distributed("one", 1, one)
+        pool_s, _ = distributed("ray-one", 1, one)
         results["ray, 1 actor"] = distributed("ray1", 1)
         results["ray, 2 actors"] = distributed("ray2", 2)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import pickle
 import time
 from collections.abc import Sequence
@@ -42,6 +44,8 @@ from .ingest import (
 from .types import Fingerprint
 
 logger = logging.getLogger("lmk_rag")
+#: Calls each actor gets at least (when there are enough files), for an even finish.
+_CALLS_PER_ACTOR = 4
 
 __all__ = ["connect", "ingest_with_ray", "reopen"]
 
@@ -143,6 +147,13 @@ def _counts_only(mv: Any) -> Any:
     return (len(mv), mv.n_tokens)
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # read (and reported) by the actor
+
+
 def _unwrap(exc: BaseException) -> BaseException:
     """The lmk-rag error a Ray task error carries, if any (so the user sees what to change)."""
     seen: BaseException | None = exc
@@ -191,14 +202,20 @@ def ingest_with_ray(
         connect(address)
         ray.data.DataContext.get_current().enable_progress_bars = False
         spec = index.reopen_spec()
-        rows = [
-            {"id": i, "path": str(p.absolute()), "sha256": known.get(i) or "", "stored": i in known}
-            for i, p in found.files
-        ]
+        # Largest files first, in calls small enough that every actor gets several: the pool
+        # ends together instead of waiting on one actor's last big batch.
+        rows = sorted(
+            (
+                {"id": i, "path": str(p.absolute()), "sha256": known.get(i) or "", "stored": i in known}
+                for i, p in found.files
+            ),
+            key=lambda row: -_size(str(row["path"])),
+        )
+        per_call = max(1, min(batch_docs, math.ceil(len(rows) / (_CALLS_PER_ACTOR * actors))))
         settings = {**asdict(index.encoder.settings), "device": "auto" if gpus_per_actor > 0 else "cpu"}
-        dataset = ray.data.from_items(rows).map_batches(
+        dataset = ray.data.from_items(rows, override_num_blocks=math.ceil(len(rows) / per_call)).map_batches(
             _IngestActor,
-            batch_size=batch_docs,
+            batch_size=per_call,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=cpus_per_actor,
