@@ -62,37 +62,48 @@ def test_ingest_reingest_update_prune_search_info(tmp_path, docs, scheme):
     assert mismatch.returncode == 2 and "granularity: 32 != 64" in mismatch.stderr
 
 
-@pytest.mark.parametrize("scheme", ["chroma", "qdrant"])
-def test_kill_mid_ingest_then_resume_exactly_once(tmp_path, scheme):
-    folder = tmp_path / "many"
+def many_documents(folder: Path, n: int = 40) -> Path:
+    """``n`` distinct documents made from the sample corpus."""
     folder.mkdir()
     texts = [p.read_text() for p in sorted(CORPUS.glob("*.md"))]
-    for i in range(40):
+    for i in range(n):
         (folder / f"doc{i:02d}.md").write_text(f"Document {i}.\n\n" + texts[i % len(texts)])
+    return folder
+
+
+def kill_after_commits(args: list[str], commits: int = 3, own_session: bool = False) -> int:
+    """Run ``lmk-rag -v ARGS``, SIGKILL it once it logged ``commits`` committed batches (its whole
+    process group with ``own_session``, as a crash would take helpers too); the count seen."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lmk_rag.cli", "-v", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=ENV,
+        start_new_session=own_session,
+    )
+    assert proc.stderr is not None
+    seen, deadline = 0, time.monotonic() + 240
+    try:
+        while seen < commits and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                break
+            seen += "committed" in line
+    finally:
+        if own_session:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    return seen
+
+
+@pytest.mark.parametrize("scheme", ["chroma", "qdrant"])
+def test_kill_mid_ingest_then_resume_exactly_once(tmp_path, scheme):
+    folder = many_documents(tmp_path / "many")
     uri = f"{scheme}:{tmp_path / 'idx'}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "lmk_rag.cli",
-        "-v",
-        "ingest",
-        str(folder),
-        "--index",
-        uri,
-        "--batch-docs",
-        "2",
-        "--no-progress",
-        *BASE,
-    ]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=ENV)
-    commits, deadline = 0, time.monotonic() + 240
-    while commits < 3 and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            break
-        commits += "committed" in line
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    commits = kill_after_commits(["ingest", str(folder), "--index", uri, "--batch-docs", "2", "--no-progress", *BASE])
     assert commits >= 3, "the ingest never committed a batch"
     mid = json.loads(cli("info", "--index", uri, "--json").stdout)
     assert 0 < mid["documents"] < 40

@@ -5,12 +5,6 @@ ingest, into an embedded Qdrant index (written by the driver) and a real `chroma
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,14 +13,12 @@ from lmk_rag.index import ChromaIndex, QdrantIndex
 from lmk_rag.ingest import ingest
 
 from .chroma_server import start_chroma_server, stop
+from .test_cli import CORPUS, cli, kill_after_commits, many_documents
 
 pytestmark = pytest.mark.slow  # a Ray cluster, actor pools that load the model, a server
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is part of [test]")
 from lmk_rag.distributed import ingest_with_ray  # noqa: E402 - after the importorskip
-
-CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 @pytest.fixture(scope="module")
@@ -158,48 +150,21 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, encoder):
         index.close()
 
 
-def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV
-    )
-
-
 def test_cli_ray_kill_minus_9_then_resume_exactly_once(tmp_path):
-    folder = tmp_path / "many"
-    folder.mkdir()
-    texts = [p.read_text() for p in sorted(CORPUS.glob("*.md"))]
-    for i in range(40):
-        (folder / f"doc{i:02d}.md").write_text(f"Document {i}.\n\n" + texts[i % len(texts)])
+    folder = many_documents(tmp_path / "many")
     uri = f"qdrant:{tmp_path / 'idx'}"
     common = ["--index", uri, "--no-progress", "--ray", "--actors", "1", "--batch-docs", "2"]
     # Its own session, so kill -9 reaches the local Ray's processes too, as a crash of the machine would.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lmk_rag.cli", "-v", "ingest", str(folder), *common],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=ENV,
-        start_new_session=True,
-    )
-    commits, deadline = 0, time.monotonic() + 240
-    try:
-        while commits < 3 and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                break
-            commits += "committed" in line
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    commits = kill_after_commits(["ingest", str(folder), *common], own_session=True)
     assert commits >= 3, "the ingest never committed a batch"
-    mid = json.loads(_cli("info", "--index", uri, "--json").stdout)
+    mid = json.loads(cli("info", "--index", uri, "--json").stdout)
     assert 0 < mid["documents"] < 40
-    resumed = _cli("ingest", str(folder), *common)
+    resumed = cli("ingest", str(folder), *common)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     done = re_summary(resumed.stdout)
     assert done["skipped"] == mid["documents"] and done["added"] + done["updated"] + done["skipped"] == 40
     assert "40 documents in" in resumed.stdout
-    info = json.loads(_cli("info", "--index", uri, "--json").stdout)
+    info = json.loads(cli("info", "--index", uri, "--json").stdout)
     assert info["documents"] == 40
 
 
@@ -212,5 +177,5 @@ def re_summary(stdout: str) -> dict[str, int]:
 
 
 def test_cli_ray_options_need_ray(tmp_path):
-    out = _cli("ingest", str(CORPUS), "--index", f"qdrant:{tmp_path / 'idx'}", "--actors", "2")
+    out = cli("ingest", str(CORPUS), "--index", f"qdrant:{tmp_path / 'idx'}", "--actors", "2")
     assert out.returncode == 2 and "--actors applies to --ray; add --ray" in out.stderr
