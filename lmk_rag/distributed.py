@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import pickle
 import time
 from collections.abc import Sequence
@@ -66,9 +65,6 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     ray = _ray()
     if ray.is_initialized():
         return False
-    # Our bar and summary report progress; Ray Data's own bars and per-run banners would double them.
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-    ray.data.DataContext.get_current().enable_progress_bars = False
     if address in (None, "", "local"):
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     else:
@@ -147,9 +143,9 @@ def _counts_only(mv: Any) -> Any:
     return (len(mv), mv.n_tokens)
 
 
-def _size(path: str) -> int:
+def _size(path: Path) -> int:
     try:
-        return os.stat(path).st_size
+        return path.stat().st_size
     except OSError:
         return 0  # read (and reported) by the actor
 
@@ -200,17 +196,17 @@ def ingest_with_ray(
     known = stored_digests(index, [i for i, _ in found.files])
     if found.files:
         connect(address)
+        # Our bar and summary report progress; Ray Data's own bars and per-run banners would double them.
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         ray.data.DataContext.get_current().enable_progress_bars = False
         spec = index.reopen_spec()
         # Largest files first, in calls small enough that every actor gets several: the pool
         # ends together instead of waiting on one actor's last big batch.
-        rows = sorted(
-            (
-                {"id": i, "path": str(p.absolute()), "sha256": known.get(i) or "", "stored": i in known}
-                for i, p in found.files
-            ),
-            key=lambda row: -_size(str(row["path"])),
-        )
+        largest_first = sorted(found.files, key=lambda file: -_size(file[1]))
+        rows = [
+            {"id": i, "path": str(p.absolute()), "sha256": known.get(i) or "", "stored": i in known}
+            for i, p in largest_first
+        ]
         per_call = max(1, min(batch_docs, math.ceil(len(rows) / (_CALLS_PER_ACTOR * actors))))
         settings = {**asdict(index.encoder.settings), "device": "auto" if gpus_per_actor > 0 else "cpu"}
         dataset = ray.data.from_items(rows, override_num_blocks=math.ceil(len(rows) / per_call)).map_batches(
