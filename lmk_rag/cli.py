@@ -254,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="batch size of the distillation-only steps (default: --batch-size)",
     )
+    tr.add_argument(
+        "--score-distill-weight",
+        type=float,
+        default=0.0,
+        help="in contrastive steps, pull each query's MaxSim scores over the batch towards the base model's "
+        "chunk-then-embed scores (KL); 0 = off",
+    )
     tr.add_argument("--window-min-tokens", type=int, default=192, help="shortest training passage (tokens)")
     tr.add_argument("--window-max-tokens", type=int, default=448, help="longest training passage (tokens)")
     tr.add_argument(
@@ -480,6 +487,7 @@ def run_train(args: argparse.Namespace) -> int:
         distill_only_steps=args.distill_only_steps,
         distill_batch_size=args.distill_batch_size,
         distill_queries=args.distill_queries,
+        score_distill_weight=args.score_distill_weight,
         full_finetune=args.full_finetune,
         window_min_tokens=args.window_min_tokens,
         window_max_tokens=args.window_max_tokens,

@@ -65,6 +65,46 @@ def test_query_landmarks_are_distilled_when_asked(tmp_path, tiny_bert_dir, text_
     assert set(off.losses(off.pairs[:4], step=0)) == {"distill", "contrastive", "maxsim"}
 
 
+def test_score_distillation_is_the_kl_to_the_base_models_chunk_scores(tmp_path, tiny_bert_dir, text_folder):
+    import torch.nn.functional as F
+
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, score_distill_weight=2.0, distill_only_steps=2))
+    pairs = trainer.pairs[:4]
+    assert "score_distill" not in trainer.losses(pairs, step=0)  # distillation-only steps have no queries
+    parts = trainer.losses(pairs, step=3)
+    assert set(parts) == {"distill", "contrastive", "maxsim", "score_distill"}
+    assert torch.isfinite(parts["score_distill"]) and parts["score_distill"] >= 0
+    # The teacher's own scores given as the student's: zero; reversed scores: clearly positive.
+    docs = [p.positive for p in pairs]
+    trainer.enc._rng = np.random.default_rng(0)
+    with torch.no_grad():
+        _, states, text_of_chunk, layout = landmark_forward(trainer.student, trainer.enc, docs)
+    teacher_chunks = trainer._teacher_chunks(docs, text_of_chunk, layout, states.device)
+    tq = torch.as_tensor(trainer.teacher.encode([p.query for p in pairs]))
+    from lmk_rag.train.trainer import maxsim_scores
+
+    teacher_logits = (
+        maxsim_scores(F.normalize(tq, dim=-1), F.normalize(teacher_chunks, dim=-1), text_of_chunk, len(docs))
+        / trainer.config.temperature
+    )
+    same = trainer._score_distill([p.query for p in pairs], teacher_logits, teacher_chunks, text_of_chunk, len(docs))
+    assert float(same) == pytest.approx(0.0, abs=1e-5)
+    other = trainer._score_distill([p.query for p in pairs], -teacher_logits, teacher_chunks, text_of_chunk, len(docs))
+    assert float(other) > 0.01
+    with pytest.raises(ValueError, match="score_distill_weight"):
+        config(tmp_path, tiny_bert_dir, text_folder, score_distill_weight=-1.0)
+
+
+def test_inverse_cloze_pairs_are_the_same_with_sentence_splitting_in_processes():
+    from lmk_rag.train.data import inverse_cloze_pairs
+
+    windows = [
+        f"Window {i} starts here. It has a second sentence about item {i}. And a third one ends it."
+        for i in range(1200)
+    ]
+    assert inverse_cloze_pairs(windows, 0.5, seed=3, workers=2) == inverse_cloze_pairs(windows, 0.5, seed=3)
+
+
 def test_bf16_autocast_gives_the_same_losses_within_bf16_precision(tmp_path, tiny_bert_dir, text_folder):
     fp32 = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
     bf16 = Trainer(config(tmp_path, tiny_bert_dir, text_folder, bf16=True))

@@ -5,7 +5,10 @@ Objectives (weights in :class:`TrainConfig`):
 - the same on MaxSim over landmark vectors (what the multi-vector index scores);
 - distillation: each landmark state (of documents and, if asked, of queries)
   towards the frozen base model's embedding of its chunk alone (the base reads short
-  chunks well; landmarks should too).
+  chunks well; landmarks should too);
+- score distillation (optional): the batch's MaxSim score distribution of each query
+  towards the frozen base's chunk-then-embed scores (query mean-pooled, max over the same
+  chunks embedded alone), so contrastive steps cannot trade away the ranking chunks give.
 Parameters: LoRA (peft) on every linear layer plus a trained offset on the landmark
 token's input embedding, or full fine-tuning. Seeded; each step's batch is a function of
 (seed, step), so a run resumed from a checkpoint continues exactly.
@@ -61,6 +64,7 @@ class TrainConfig:
     distill_only_steps: int = 0
     distill_batch_size: int | None = None
     distill_queries: bool = False
+    score_distill_weight: float = 0.0
     full_finetune: bool = False
     lora_r: int = 16
     lora_alpha: int = 32
@@ -92,6 +96,8 @@ class TrainConfig:
             raise InvalidInputError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
         if self.distill_only_steps > 0 and self.distill_weight <= 0:
             raise InvalidInputError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
+        if self.score_distill_weight < 0:
+            raise InvalidInputError(f"score_distill_weight must be >= 0, got {self.score_distill_weight}")
         if self.warmup_steps < 0:
             raise InvalidInputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.distill_batch_size is not None and self.distill_batch_size < 1:
@@ -148,7 +154,7 @@ def build_pairs(config: TrainConfig, tokenize: Any) -> list[Pair]:
         windows = text_windows(
             [s.text for s in sources], tokenize, config.window_min_tokens, config.window_max_tokens, config.seed
         )
-        pairs += inverse_cloze_pairs(windows, config.ict_keep_prob, config.seed)
+        pairs += inverse_cloze_pairs(windows, config.ict_keep_prob, config.seed, workers=os.cpu_count() or 1)
     if len(pairs) < config.batch_size:
         raise InvalidInputError(f"only {len(pairs)} training pairs; need at least batch_size={config.batch_size}")
     return pairs
@@ -177,8 +183,8 @@ class LandmarkStudent(torch.nn.Module):
 
             with quiet_loading():
                 self.model = get_peft_model(model, lora)
-        dim = model.get_input_embeddings().weight.shape[1]
-        self.delta = torch.nn.Parameter(torch.zeros(dim))
+        embeddings = model.get_input_embeddings().weight
+        self.delta = torch.nn.Parameter(torch.zeros(embeddings.shape[1], device=embeddings.device))
         self.landmark_id = landmark_id
         self.model.get_input_embeddings().register_forward_hook(self._add_delta)
 
@@ -263,31 +269,57 @@ class Trainer:
         with self._autocast():
             pooled, states, text_of_chunk, layout = landmark_forward(self.student, self.enc, docs)
         out: dict[str, torch.Tensor] = {}
-        if c.distill_weight > 0:
-            out["distill"] = self._distill(docs, states, text_of_chunk, layout) * c.distill_weight
+        teacher_chunks: torch.Tensor | None = None
+        if c.distill_weight > 0 or (contrast and c.score_distill_weight > 0):
+            teacher_chunks = self._teacher_chunks(docs, text_of_chunk, layout, states.device)
+        if c.distill_weight > 0 and teacher_chunks is not None:
+            out["distill"] = (1 - F.cosine_similarity(states, teacher_chunks, dim=-1)).mean() * c.distill_weight
         if not contrast and not distill_queries:
             return out  # distillation-only step: the queries are not needed
         with self._autocast():
             q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
         if distill_queries:  # queries stay in the space the landmarks are pulled to
-            out["distill_q"] = self._distill(queries, q_states, q_text_of_chunk, q_layout) * c.distill_weight
+            q_teacher = self._teacher_chunks(queries, q_text_of_chunk, q_layout, q_states.device)
+            out["distill_q"] = (1 - F.cosine_similarity(q_states, q_teacher, dim=-1)).mean() * c.distill_weight
         q = F.normalize(q_pooled, dim=-1)
         labels = torch.arange(len(pairs), device=q.device)
         if contrast:
             if c.contrastive_weight > 0:
                 logits = q @ F.normalize(pooled, dim=-1).T / c.temperature
                 out["contrastive"] = F.cross_entropy(logits, labels) * c.contrastive_weight
+            maxsim_logits = maxsim_scores(q, F.normalize(states, dim=-1), text_of_chunk, len(docs)) / c.temperature
             if c.maxsim_weight > 0:
-                logits = maxsim_scores(q, F.normalize(states, dim=-1), text_of_chunk, len(docs)) / c.temperature
-                out["maxsim"] = F.cross_entropy(logits, labels) * c.maxsim_weight
+                out["maxsim"] = F.cross_entropy(maxsim_logits, labels) * c.maxsim_weight
+            if c.score_distill_weight > 0 and teacher_chunks is not None:
+                out["score_distill"] = (
+                    self._score_distill(queries, maxsim_logits, teacher_chunks, text_of_chunk, len(docs))
+                    * c.score_distill_weight
+                )
         return out
 
-    def _distill(self, texts: list[str], states: torch.Tensor, text_of_chunk: torch.Tensor, layout) -> torch.Tensor:
-        """Mean (1 - cosine) between each landmark state and the frozen base's embedding of its chunk alone."""
+    def _teacher_chunks(self, texts: list[str], text_of_chunk: torch.Tensor, layout, device) -> torch.Tensor:
+        """The frozen base's embedding of each landmark's chunk read alone (what chunk-then-embed stores)."""
         chunk_texts = [texts[t][a:b] for t, (a, b) in zip(text_of_chunk.cpu().numpy(), layout.spans)]
         with self._autocast():
-            teacher = torch.as_tensor(self.teacher.encode(chunk_texts), device=states.device)
-        return (1 - F.cosine_similarity(states, teacher, dim=-1)).mean()
+            return torch.as_tensor(self.teacher.encode(chunk_texts), device=device)
+
+    def _score_distill(
+        self,
+        queries: list[str],
+        student_logits: torch.Tensor,
+        teacher_chunks: torch.Tensor,
+        text_of_chunk: torch.Tensor,
+        n_docs: int,
+    ) -> torch.Tensor:
+        """KL(teacher || student) over each query's batch documents, teacher = the base model's
+        chunk-then-embed MaxSim (query mean-pooled, chunks embedded alone), same temperature."""
+        with self._autocast():
+            tq = torch.as_tensor(self.teacher.encode(queries), device=student_logits.device)
+        teacher_logits = maxsim_scores(
+            F.normalize(tq.float(), dim=-1), F.normalize(teacher_chunks.float(), dim=-1), text_of_chunk, n_docs
+        )
+        target = F.softmax(teacher_logits / self.config.temperature, dim=-1)
+        return F.kl_div(F.log_softmax(student_logits, dim=-1), target, reduction="batchmean")
 
     # ---------------------------------------------------------------- checkpoints
     def _checkpoint_dir(self) -> Path:
