@@ -272,6 +272,17 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--lora-r", type=int, default=16)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--checkpoint-every", type=int, default=50)
+    tr.add_argument(
+        "--init-from",
+        default=None,
+        help="start from the LoRA weights and landmark offset of an LMK folder this command wrote (same base)",
+    )
+    tr.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop after this much wall time and save what was trained (the output records the step reached)",
+    )
     tr.add_argument("--device", default="cpu")
     tr.add_argument(
         "--bf16",
@@ -494,6 +505,8 @@ def run_train(args: argparse.Namespace) -> int:
         lora_r=args.lora_r,
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
+        max_seconds=args.max_seconds,
+        init_from=args.init_from,
         device=args.device,
         bf16=args.bf16,
         show_progress=not args.no_progress,

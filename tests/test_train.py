@@ -95,6 +95,36 @@ def test_score_distillation_is_the_kl_to_the_base_models_chunk_scores(tmp_path, 
         config(tmp_path, tiny_bert_dir, text_folder, score_distill_weight=-1.0)
 
 
+def test_max_seconds_stops_early_and_saves_a_loadable_folder(tmp_path, tiny_bert_dir, text_folder):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=50, max_seconds=1e-9))
+    out = trainer.train()
+    assert trainer.step == 1 and trainer.history[-1]["step"] == 1
+    record = json.loads((out / "lmk_config.json").read_text())["training"]
+    assert record["final"]["step"] == 1 and record["config"]["max_seconds"] == 1e-9
+    assert LMKEncoder(model=str(out)).encode(["a short text"]).shape[0] == 1
+    with pytest.raises(ValueError, match="max_seconds"):
+        config(tmp_path, tiny_bert_dir, text_folder, max_seconds=0)
+
+
+def test_init_from_continues_from_a_trained_folder(tmp_path, tiny_bert_dir, text_folder):
+    first = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=3)).train()
+    texts = ["Spring tides come at new and full moon.", "Bulk fermentation takes four to six hours."]
+    trained = LMKEncoder(model=str(first), granularity=8).encode(texts)
+    cont = Trainer(config(tmp_path, tiny_bert_dir, text_folder, output=str(tmp_path / "next"), init_from=str(first)))
+    cont.enc._rng = np.random.default_rng(0)
+    with torch.no_grad():  # before any step the student is the folder's model
+        pooled, *_ = landmark_forward(cont.student, LMKEncoder(str(tiny_bert_dir), granularity=8), texts)
+    np.testing.assert_allclose(torch.nn.functional.normalize(pooled, dim=-1).numpy(), trained, atol=1e-5)
+    base = Trainer(config(tmp_path, tiny_bert_dir, text_folder, output=str(tmp_path / "fresh")))
+    with torch.no_grad():
+        fresh, *_ = landmark_forward(base.student, LMKEncoder(str(tiny_bert_dir), granularity=8), texts)
+    assert not np.allclose(torch.nn.functional.normalize(fresh, dim=-1).numpy(), trained, atol=1e-3)
+    with pytest.raises(ValueError, match="init_from"):
+        Trainer(config(tmp_path, tiny_bert_dir, text_folder, init_from=str(tmp_path)))
+    with pytest.raises(ValueError, match="init_from"):
+        config(tmp_path, tiny_bert_dir, text_folder, init_from=str(first), full_finetune=True)
+
+
 def test_inverse_cloze_pairs_are_the_same_with_sentence_splitting_in_processes():
     from lmk_rag.train.data import inverse_cloze_pairs
 

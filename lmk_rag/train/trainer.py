@@ -73,6 +73,8 @@ class TrainConfig:
     ict_keep_prob: float = 0.5
     seed: int = 0
     checkpoint_every: int = 50
+    max_seconds: float | None = None  # stop (and save) after this much wall time, even before `steps`
+    init_from: str | None = None  # an LMK folder trained by this trainer (LoRA) on the same base: start from it
     device: str = "cpu"
     bf16: bool = False
     show_progress: bool = True
@@ -96,6 +98,10 @@ class TrainConfig:
             raise InvalidInputError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
         if self.distill_only_steps > 0 and self.distill_weight <= 0:
             raise InvalidInputError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
+        if self.init_from is not None and self.full_finetune:
+            raise InvalidInputError("init_from continues a LoRA run; with full_finetune pass the folder as base_model")
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            raise InvalidInputError(f"max_seconds must be > 0 (or None for no limit), got {self.max_seconds}")
         if self.score_distill_weight < 0:
             raise InvalidInputError(f"score_distill_weight must be >= 0, got {self.score_distill_weight}")
         if self.warmup_steps < 0:
@@ -245,11 +251,38 @@ class Trainer:
         )
         model.eval()  # dropout off: ~5x faster on CPU, and LoRA needs no dropout here
         self.student = LandmarkStudent(model, self.enc.special.landmark_id, config)
+        if config.init_from:
+            self._load_init(Path(config.init_from))
         self.optimizer = torch.optim.AdamW(self.student.trainable(), lr=config.lr, weight_decay=0.0)
         self.pairs = build_pairs(config, self.enc.tokenize)
         self.out = Path(config.output)
         self.history: list[dict[str, float]] = []
         self.step = 0
+
+    def _load_init(self, folder: Path) -> None:
+        """Start from a trained LMK folder's LoRA weights and landmark offset (e.g. a distillation
+        phase run elsewhere); its base model and LoRA rank must be this run's."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        if not (folder / ADAPTER_DIR / "adapter_model.safetensors").is_file() or not (folder / DELTA_NAME).is_file():
+            raise InvalidInputError(
+                f"init_from={str(folder)!r} is not an LMK folder written by `lmk-rag train` (needs "
+                f"{ADAPTER_DIR}/adapter_model.safetensors and {DELTA_NAME})"
+            )
+        recorded = LMKFolderConfig.load(folder)
+        if recorded.base_model != self.config.base_model:
+            raise InvalidInputError(
+                f"init_from={str(folder)!r} was trained on base {recorded.base_model!r}, this run's base is "
+                f"{self.config.base_model!r}: pass the same base_model"
+            )
+        state = load_file(str(folder / ADAPTER_DIR / "adapter_model.safetensors"), device=str(self.enc.device))
+        result = set_peft_model_state_dict(self.student.model, state)
+        missing = [k for k in getattr(result, "unexpected_keys", []) if "lora" in k]
+        if missing:
+            raise InvalidInputError(f"init_from={str(folder)!r}: LoRA weights that do not fit this run: {missing[:3]}")
+        with torch.no_grad():
+            self.student.delta.copy_(load_file(str(folder / DELTA_NAME))["delta"].to(self.student.delta.device))
 
     # ---------------------------------------------------------------- losses
     def _autocast(self) -> AbstractContextManager:
@@ -414,6 +447,10 @@ class Trainer:
             bar.update(1)
             if self.step % c.checkpoint_every == 0 or self.step == c.steps:
                 self.save_checkpoint()
+            if c.max_seconds is not None and time.perf_counter() - t0 > c.max_seconds and self.step < c.steps:
+                logger.warning("max_seconds=%s reached: stopping at step %d of %d", c.max_seconds, self.step, c.steps)
+                self.save_checkpoint()
+                break
         bar.close()
         return self.save(time.perf_counter() - t0)
 
