@@ -278,9 +278,9 @@ class Trainer:
             )
         state = load_file(str(folder / ADAPTER_DIR / "adapter_model.safetensors"), device=str(self.enc.device))
         result = set_peft_model_state_dict(self.student.model, state)
-        missing = [k for k in getattr(result, "unexpected_keys", []) if "lora" in k]
-        if missing:
-            raise InvalidInputError(f"init_from={str(folder)!r}: LoRA weights that do not fit this run: {missing[:3]}")
+        unfit = [k for k in getattr(result, "unexpected_keys", []) if "lora" in k]
+        if unfit:
+            raise InvalidInputError(f"init_from={str(folder)!r}: LoRA weights that do not fit this run: {unfit[:3]}")
         with torch.no_grad():
             self.student.delta.copy_(load_file(str(folder / DELTA_NAME))["delta"].to(self.student.delta.device))
 
