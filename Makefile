@@ -33,7 +33,7 @@ check: install
 	$(VENV)/bin/mypy
 
 test: check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
