@@ -278,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="start from the LoRA weights and landmark offset of an LMK folder this command wrote (same base)",
     )
     tr.add_argument(
+        "--stop-at-step",
+        type=int,
+        default=None,
+        help="stop at this step and save, keeping the learning-rate schedule of --steps (replays a time-boxed run)",
+    )
+    tr.add_argument(
         "--max-seconds",
         type=float,
         default=None,
@@ -506,6 +512,7 @@ def run_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
         max_seconds=args.max_seconds,
+        stop_at_step=args.stop_at_step,
         init_from=args.init_from,
         device=args.device,
         bf16=args.bf16,

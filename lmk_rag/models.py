@@ -18,9 +18,17 @@ from .errors import InvalidInputError, InvalidTypeError, MissingDependencyError,
 logger = logging.getLogger("lmk_rag")
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-# The LMK adapter trained for DEFAULT_MODEL and shipped inside this package (see README).
-SHIPPED_ADAPTER = Path(__file__).resolve().parent / "trained" / "all-MiniLM-L6-v2-lmk"
-SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk"
+# The LMK adapters trained for DEFAULT_MODEL and shipped inside this package (see README). The
+# newest is the default; an older one stays loadable by its name, which the indexes built with it
+# record, so they reopen with the model that wrote them (and are never mixed with the new one:
+# the name, hence the fingerprint, differs).
+_TRAINED = Path(__file__).resolve().parent / "trained"
+SHIPPED_ADAPTERS: dict[str, Path] = {
+    "lmk-rag/all-MiniLM-L6-v2-lmk": _TRAINED / "all-MiniLM-L6-v2-lmk",  # "F", the default until 2026-12
+    "lmk-rag/all-MiniLM-L6-v2-lmk-v2": _TRAINED / "all-MiniLM-L6-v2-lmk-v2",  # "Q", out-of-domain recipe
+}
+SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk-v2"
+SHIPPED_ADAPTER = SHIPPED_ADAPTERS[SHIPPED_ADAPTER_NAME]
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Model types whose positions are rotary (relative), so windows may exceed the trained length.
@@ -43,11 +51,14 @@ def packaged_model_path() -> Path:
 def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     """Map the user's ``model`` to (what to load, the name recorded in fingerprints).
 
-    ``None`` is the shipped LMK adapter when present (else the packaged base);
+    ``None`` is the newest shipped LMK adapter when present (else the packaged base), a name in
+    ``SHIPPED_ADAPTERS`` that shipped adapter;
     ``DEFAULT_MODEL`` is always the untrained packaged base.
     """
-    if (model is None or model == SHIPPED_ADAPTER_NAME) and (SHIPPED_ADAPTER / "lmk_config.json").is_file():
+    if model is None and (SHIPPED_ADAPTER / "lmk_config.json").is_file():
         return str(SHIPPED_ADAPTER), SHIPPED_ADAPTER_NAME
+    if isinstance(model, str) and model in SHIPPED_ADAPTERS and (SHIPPED_ADAPTERS[model] / "lmk_config.json").is_file():
+        return str(SHIPPED_ADAPTERS[model]), model
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL
     if not isinstance(model, (str, os.PathLike)):

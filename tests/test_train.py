@@ -104,6 +104,12 @@ def test_max_seconds_stops_early_and_saves_a_loadable_folder(tmp_path, tiny_bert
     assert LMKEncoder(model=str(out)).encode(["a short text"]).shape[0] == 1
     with pytest.raises(ValueError, match="max_seconds"):
         config(tmp_path, tiny_bert_dir, text_folder, max_seconds=0)
+    # the step reached replays exactly with stop_at_step (same schedule, same batches)
+    replay = Trainer(config(tmp_path, tiny_bert_dir, text_folder, output=str(tmp_path / "r"), steps=50, stop_at_step=1))
+    replay.train()
+    assert replay.step == 1 and replay.history == trainer.history
+    with pytest.raises(ValueError, match="stop_at_step"):
+        config(tmp_path, tiny_bert_dir, text_folder, steps=5, stop_at_step=6)
 
 
 def test_init_from_continues_from_a_trained_folder(tmp_path, tiny_bert_dir, text_folder):
@@ -221,6 +227,26 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
     assert np.isfinite(a).all() and not np.allclose(a, b, atol=1e-3)
     # the fingerprint's model name opens the same adapter again (indexes rely on it)
     assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
+
+
+def test_the_previous_shipped_adapter_still_loads_and_its_indexes_are_not_mixed_with_the_new(tmp_path):
+    from lmk_rag.errors import IncompatibleIndexError
+    from lmk_rag.index.qdrant import QdrantIndex
+    from lmk_rag.models import SHIPPED_ADAPTER_NAME, SHIPPED_ADAPTERS
+
+    previous = "lmk-rag/all-MiniLM-L6-v2-lmk"
+    assert previous != SHIPPED_ADAPTER_NAME and (SHIPPED_ADAPTERS[previous] / "lmk_config.json").is_file()
+    old, new = LMKEncoder(previous, device="cpu"), LMKEncoder(device="cpu")
+    assert old.model_name == previous and old.fingerprint != new.fingerprint
+    assert not np.allclose(old.encode(["Tides follow the moon."]), new.encode(["Tides follow the moon."]), atol=1e-3)
+    index = QdrantIndex(tmp_path / "idx", encoder=old)
+    index.add(["Spring tides come at new and full moon."], ids=["tides"])
+    index.close()
+    with pytest.raises(IncompatibleIndexError):
+        QdrantIndex(tmp_path / "idx", encoder=new)
+    again = QdrantIndex(tmp_path / "idx", encoder=LMKEncoder(previous, device="cpu"))
+    assert [h.id for h in again.search("when are spring tides", k=1)] == ["tides"]
+    again.close()
 
 
 def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, text_folder):

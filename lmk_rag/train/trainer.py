@@ -74,6 +74,7 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 50
     max_seconds: float | None = None  # stop (and save) after this much wall time, even before `steps`
+    stop_at_step: int | None = None  # stop (and save) at this step; the schedule stays that of `steps`
     init_from: str | None = None  # an LMK folder trained by this trainer (LoRA) on the same base: start from it
     device: str = "cpu"
     bf16: bool = False
@@ -100,6 +101,8 @@ class TrainConfig:
             raise InvalidInputError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
         if self.init_from is not None and self.full_finetune:
             raise InvalidInputError("init_from continues a LoRA run; with full_finetune pass the folder as base_model")
+        if self.stop_at_step is not None and not 1 <= self.stop_at_step <= self.steps:
+            raise InvalidInputError(f"stop_at_step must be in 1..steps={self.steps}, got {self.stop_at_step}")
         if self.max_seconds is not None and self.max_seconds <= 0:
             raise InvalidInputError(f"max_seconds must be > 0 (or None for no limit), got {self.max_seconds}")
         if self.score_distill_weight < 0:
@@ -447,6 +450,9 @@ class Trainer:
             bar.update(1)
             if self.step % c.checkpoint_every == 0 or self.step == c.steps:
                 self.save_checkpoint()
+            if c.stop_at_step is not None and self.step >= c.stop_at_step:
+                self.save_checkpoint()
+                break
             if c.max_seconds is not None and time.perf_counter() - t0 > c.max_seconds and self.step < c.steps:
                 logger.warning("max_seconds=%s reached: stopping at step %d of %d", c.max_seconds, self.step, c.steps)
                 self.save_checkpoint()
