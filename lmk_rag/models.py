@@ -55,10 +55,9 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     ``SHIPPED_ADAPTERS`` that shipped adapter;
     ``DEFAULT_MODEL`` is always the untrained packaged base.
     """
-    if model is None and (SHIPPED_ADAPTER / "lmk_config.json").is_file():
-        return str(SHIPPED_ADAPTER), SHIPPED_ADAPTER_NAME
-    if isinstance(model, str) and model in SHIPPED_ADAPTERS and (SHIPPED_ADAPTERS[model] / "lmk_config.json").is_file():
-        return str(SHIPPED_ADAPTERS[model]), model
+    name = SHIPPED_ADAPTER_NAME if model is None else model
+    if isinstance(name, str) and name in SHIPPED_ADAPTERS and (SHIPPED_ADAPTERS[name] / "lmk_config.json").is_file():
+        return str(SHIPPED_ADAPTERS[name]), name
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL
     if not isinstance(model, (str, os.PathLike)):

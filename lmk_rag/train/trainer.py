@@ -235,6 +235,11 @@ def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Te
     return out.scatter_reduce(1, index, sims, reduce="amax", include_self=True)
 
 
+def _distill_loss(states: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Mean (1 - cosine) between each landmark state and the base's embedding of its chunk alone."""
+    return (1 - F.cosine_similarity(states, teacher, dim=-1)).mean()
+
+
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -309,21 +314,22 @@ class Trainer:
         if c.distill_weight > 0 or (contrast and c.score_distill_weight > 0):
             teacher_chunks = self._teacher_chunks(docs, text_of_chunk, layout, states.device)
         if c.distill_weight > 0 and teacher_chunks is not None:
-            out["distill"] = (1 - F.cosine_similarity(states, teacher_chunks, dim=-1)).mean() * c.distill_weight
+            out["distill"] = _distill_loss(states, teacher_chunks) * c.distill_weight
         if not contrast and not distill_queries:
             return out  # distillation-only step: the queries are not needed
         with self._autocast():
             q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
         if distill_queries:  # queries stay in the space the landmarks are pulled to
             q_teacher = self._teacher_chunks(queries, q_text_of_chunk, q_layout, q_states.device)
-            out["distill_q"] = (1 - F.cosine_similarity(q_states, q_teacher, dim=-1)).mean() * c.distill_weight
+            out["distill_q"] = _distill_loss(q_states, q_teacher) * c.distill_weight
         q = F.normalize(q_pooled, dim=-1)
         labels = torch.arange(len(pairs), device=q.device)
         if contrast:
             if c.contrastive_weight > 0:
                 logits = q @ F.normalize(pooled, dim=-1).T / c.temperature
                 out["contrastive"] = F.cross_entropy(logits, labels) * c.contrastive_weight
-            maxsim_logits = maxsim_scores(q, F.normalize(states, dim=-1), text_of_chunk, len(docs)) / c.temperature
+            if c.maxsim_weight > 0 or c.score_distill_weight > 0:
+                maxsim_logits = maxsim_scores(q, F.normalize(states, dim=-1), text_of_chunk, len(docs)) / c.temperature
             if c.maxsim_weight > 0:
                 out["maxsim"] = F.cross_entropy(maxsim_logits, labels) * c.maxsim_weight
             if c.score_distill_weight > 0 and teacher_chunks is not None:
@@ -448,14 +454,14 @@ class Trainer:
             self.history.append({"step": self.step, **totals})
             bar.set_postfix({k: f"{v:.3f}" for k, v in totals.items()})
             bar.update(1)
-            if self.step % c.checkpoint_every == 0 or self.step == c.steps:
-                self.save_checkpoint()
-            if c.stop_at_step is not None and self.step >= c.stop_at_step:
-                self.save_checkpoint()
-                break
-            if c.max_seconds is not None and time.perf_counter() - t0 > c.max_seconds and self.step < c.steps:
+            at_stop_step = c.stop_at_step is not None and self.step >= c.stop_at_step
+            elapsed = time.perf_counter() - t0
+            out_of_time = c.max_seconds is not None and elapsed > c.max_seconds and self.step < c.steps
+            if out_of_time and not at_stop_step:
                 logger.warning("max_seconds=%s reached: stopping at step %d of %d", c.max_seconds, self.step, c.steps)
+            if at_stop_step or out_of_time or self.step % c.checkpoint_every == 0 or self.step == c.steps:
                 self.save_checkpoint()
+            if at_stop_step or out_of_time:
                 break
         bar.close()
         return self.save(time.perf_counter() - t0)
