@@ -1,4 +1,5 @@
-"""The real `lmk-rag` command in a subprocess: ingest, re-ingest, update, kill and resume, search, info."""
+"""The `lmk-rag` command: ingest, re-ingest, update, kill and resume, search, info. The entry point
+and kill -9 run in subprocesses; the other calls run in this process (tests/cli_runner.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from .cli_runner import run_cli as cli
+
 CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 BASE = ["--model", "sentence-transformers/all-MiniLM-L6-v2"]
@@ -20,7 +23,8 @@ BASE = ["--model", "sentence-transformers/all-MiniLM-L6-v2"]
 pytestmark = pytest.mark.slow  # subprocesses: the real command line, model loads each time
 
 
-def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def cli_process(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python -m lmk_rag.cli ARGS`` in a fresh interpreter (the real entry point)."""
     return subprocess.run(
         [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV
     )
@@ -40,7 +44,7 @@ def docs(tmp_path):
 @pytest.mark.parametrize("scheme", ["qdrant", "chroma"])
 def test_ingest_reingest_update_prune_search_info(tmp_path, docs, scheme):
     uri = f"{scheme}:{tmp_path / 'idx'}"
-    first = cli("ingest", str(docs), "--index", uri, "--no-progress", *BASE)
+    first = cli_process("ingest", str(docs), "--index", uri, "--no-progress", *BASE)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "added 6, updated 0, skipped 0" in first.stdout and "6 documents in" in first.stdout
     again = cli("ingest", str(docs), "--index", uri, "--no-progress")

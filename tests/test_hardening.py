@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,14 +15,13 @@ import pytest
 from lmk_rag import LMKEncoder
 from lmk_rag.settings import EncoderSettings
 
+from .cli_runner import run_cli
+
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=300, env=ENV, cwd=cwd
-    )
+cli = run_cli  # in this process: the parser, messages and exit codes of the real command
 
 
 @pytest.fixture()

@@ -343,9 +343,9 @@ def test_st_module_truncates_by_whole_chunks():
 
 @pytest.mark.slow
 def test_cli_export(tmp_path):
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "lmk_rag.cli", "export", *a], capture_output=True, text=True, timeout=300, env=ENV
-    )
+    from .cli_runner import run_cli
+
+    run = lambda *a: run_cli("export", *a)
     ok = run("default", str(tmp_path / "merged"), "--format", "merged")
     assert ok.returncode == 0, ok.stderr
     assert "wrote merged folder" in ok.stdout and (tmp_path / "merged" / "model.safetensors").is_file()

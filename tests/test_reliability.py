@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +19,12 @@ from lmk_rag.errors import (
 )
 from lmk_rag.ingest import decode_text, discover, ingest
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+from .cli_runner import run_cli
+
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-def cli(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd
-    )
+cli = run_cli  # in this process: the parser, messages and exit codes of the real command
 
 
 def one_error_line(out: subprocess.CompletedProcess, message: str) -> None:
