@@ -44,7 +44,7 @@ from .types import Fingerprint
 
 logger = logging.getLogger("lmk_rag")
 #: Calls each actor gets at least (when there are enough files), for an even finish.
-_CALLS_PER_ACTOR = 4
+_CALLS_PER_ACTOR = 8
 
 __all__ = ["connect", "ingest_with_ray", "reopen"]
 
@@ -213,7 +213,7 @@ def ingest_with_ray(
             _IngestActor,
             batch_size=per_call,
             batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=actors),
+            compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
             fn_constructor_kwargs={
