@@ -213,6 +213,8 @@ def ingest_with_ray(
             _IngestActor,
             batch_size=per_call,
             batch_format="numpy",
+            # One call in flight per actor: the next call goes to whichever actor is free (calls
+            # queued ahead are bound to one actor, which left the other idle at the end).
             compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
