@@ -20,7 +20,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 BASE = ["--model", "sentence-transformers/all-MiniLM-L6-v2"]
 
 
-pytestmark = pytest.mark.slow  # subprocesses: the real command line, model loads each time
+pytestmark = pytest.mark.slow  # model loads on every call; the kill tests spawn and kill processes
 
 
 def cli_process(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -15,13 +15,10 @@ import pytest
 from lmk_rag import LMKEncoder
 from lmk_rag.settings import EncoderSettings
 
-from .cli_runner import run_cli
+from .cli_runner import run_cli as cli  # in this process: the real parser, messages, exit codes
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-cli = run_cli  # in this process: the parser, messages and exit codes of the real command
 
 
 @pytest.fixture()

@@ -19,12 +19,9 @@ from lmk_rag.errors import (
 )
 from lmk_rag.ingest import decode_text, discover, ingest
 
-from .cli_runner import run_cli
+from .cli_runner import run_cli as cli  # in this process: the real parser, messages, exit codes
 
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-cli = run_cli  # in this process: the parser, messages and exit codes of the real command
 
 
 def one_error_line(out: subprocess.CompletedProcess, message: str) -> None:
