@@ -113,6 +113,9 @@ class _IngestActor:
             )
         self.index = reopen(spec, self.encoder) if spec is not None else None
         self.attempts = attempts
+        import ray
+
+        self.node = ray.get_runtime_context().get_node_id()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         known = {i: (s or None) for i, s, stored in zip(batch["id"], batch["sha256"], batch["stored"]) if stored}
@@ -122,7 +125,7 @@ class _IngestActor:
         if self.index is not None:
             failed.update(write_files(self.index, todo, multis, attempts=self.attempts))
         encoded = dict(zip([r.id for r in todo], multis))
-        out: dict[str, list[Any]] = {k: [] for k in ("id", "status", "reason", "text", "metadata", "encoded")}
+        out: dict[str, list[Any]] = {k: [] for k in ("id", "status", "reason", "text", "metadata", "encoded", "node")}
         for r in reads:
             mv = encoded.get(r.id)
             status, reason = ("failed", failed[r.id]) if r.id in failed else (r.status, r.reason)
@@ -135,6 +138,7 @@ class _IngestActor:
             out["metadata"].append(json.dumps(r.metadata) if keep else "")
             # Written or not, the landmark and token counts come back for the summary.
             out["encoded"].append(pickle.dumps(_counts_only(mv) if not keep and mv is not None else mv))
+            out["node"].append(self.node)
         return {k: np.array(v, dtype=object) for k, v in out.items()}
 
 
@@ -250,6 +254,7 @@ def _collect(
     index: MultiVectorIndex, batch: dict[str, np.ndarray], write_here: bool, summary: IngestSummary, attempts: int
 ) -> None:
     """Count one batch of results into ``summary``; for an embedded index, write it first."""
+    summary.ray_nodes.update(str(node) for node in batch["node"])
     writes: list[tuple[ReadFile, Any]] = []
     for doc_id, status, reason, text, metadata, encoded in zip(
         batch["id"], batch["status"], batch["reason"], batch["text"], batch["metadata"], batch["encoded"]

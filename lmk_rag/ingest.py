@@ -92,13 +92,17 @@ class IngestSummary:
     landmarks: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    #: Ray nodes whose actors read and encoded files (``--ray`` only): shows a cluster was used.
+    ray_nodes: set[str] = field(default_factory=set)
 
     def lines(self) -> list[str]:
         rate = self.tokens / self.seconds if self.seconds else 0.0
+        nodes = len(self.ray_nodes)
+        on_ray = f"; ran on {nodes} Ray node{'s' if nodes != 1 else ''}" if nodes else ""
         out = [
             f"added {self.added}, updated {self.updated}, skipped {self.skipped} unchanged, pruned {self.pruned}, "
             f"failed {len(self.failed)}; {self.landmarks} landmarks, {self.tokens} tokens in {self.seconds:.1f} s "
-            f"({rate:.0f} tokens/s)"
+            f"({rate:.0f} tokens/s){on_ray}"
         ]
         out += [f"  failed {path}: {reason}" for path, reason in sorted(self.failed.items())]
         out += [f"  ignored {path}: {reason}" for path, reason in sorted(self.ignored.items())]

@@ -1,6 +1,7 @@
 """Ingestion on a local Ray (``ray.init(num_cpus=2)``): equal results to the single-process
-ingest, into an embedded Qdrant index (written by the driver) and a real `chroma run` server
-(written by the actors); skips, per-file failures, kill -9 and resume, the command line."""
+ingest, into an embedded Qdrant index (written by the driver); skips, per-file failures, kill -9
+and resume, the command line. Actors writing into a real `chroma run` server, on a cluster of two
+nodes: ``test_distributed_cluster.py``."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from lmk_rag.index import ChromaIndex, QdrantIndex
+from lmk_rag.index import QdrantIndex
 from lmk_rag.ingest import ingest
 
-from .chroma_server import start_chroma_server, stop
 from .test_cli import CORPUS, cli, kill_after_commits, many_documents
 
 pytestmark = pytest.mark.slow  # a Ray cluster, actor pools that load the model, a server
@@ -86,28 +86,6 @@ def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, en
     finally:
         single.close()
         distributed.close()
-
-
-def test_ray_actors_write_into_a_chroma_server(tmp_path, docs, encoder, local_ray):
-    proc, port = start_chroma_server(tmp_path / "server")
-    try:
-        server = ChromaIndex(host="127.0.0.1", port=port, encoder=encoder)
-        assert server.reopen_spec() == (
-            "chroma",
-            {"host": "127.0.0.1", "port": port, "ssl": False, "collection": "lmk"},
-        )
-        got = ingest_with_ray(server, [docs], actors=2, batch_docs=3, show_progress=False)
-        assert (got.added, len(got.failed)) == (6, 2) and got.landmarks > 0
-        reference = QdrantIndex(tmp_path / "reference", encoder=encoder)
-        ingest(reference, [docs], show_progress=False)
-        assert_same(contents(reference), contents(server))
-        reference.close()
-        # Idempotent: a second run reads the stored digests and writes nothing.
-        again = ingest_with_ray(server, [docs], actors=2, show_progress=False)
-        assert (again.added, again.updated, again.skipped) == (0, 0, 6)
-        assert len(server) == 6
-    finally:
-        stop(proc)
 
 
 def test_a_batch_that_cannot_be_written_is_retried_then_reported_per_file(tmp_path, docs, encoder, local_ray):
