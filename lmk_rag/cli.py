@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         "hybrid (BM25 + MaxSim); chroma: maxsim (default) or pooled",
     )
     se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
+    se.add_argument(
+        "--passage",
+        default="region",
+        choices=("region", "peak"),
+        help="which landmark names the passage: region (default: whose neighbourhood matches best) or peak "
+        "(the single best landmark)",
+    )
     se.add_argument("--json", action="store_true", help="machine-readable output")
 
     cp = sub.add_parser(
@@ -390,7 +397,7 @@ def run_search(args: argparse.Namespace) -> int:
 
     index = _open(args, must_exist=True)
     try:
-        hits = index.search(args.query, k=args.k, mode=args.mode, neighbours=args.neighbours)
+        hits = index.search(args.query, k=args.k, mode=args.mode, neighbours=args.neighbours, passage=args.passage)
     finally:
         index.close()
     if args.json:

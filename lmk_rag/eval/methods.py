@@ -15,6 +15,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..landmarks import build_layout, fixed_chunk_ends
+from ..passages import locate_passage
 from .tasks import RetrievalTask
 
 
@@ -30,8 +31,10 @@ class MethodResult:
     vectors_per_doc: float
 
 
-def _maxsim(q: np.ndarray, vectors: np.ndarray, counts: np.ndarray, spans: np.ndarray):
-    """Doc score = max over its vectors; also the span of the best vector for each (q, doc)."""
+def _maxsim(q: np.ndarray, vectors: np.ndarray, counts: np.ndarray, spans: np.ndarray, locate=np.argmax):
+    """Doc score = max over its vectors; also, for each (q, doc), the span of the vector that
+    ``locate`` picks from the doc's similarities (chunk-then-embed: the best chunk; landmarks:
+    the passage rule the index's search uses, :func:`lmk_rag.passages.locate_passage`)."""
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     sims = q @ vectors.T
     scores = np.maximum.reduceat(sims, starts, axis=1)
@@ -39,7 +42,7 @@ def _maxsim(q: np.ndarray, vectors: np.ndarray, counts: np.ndarray, spans: np.nd
     for qi in range(len(q)):
         for di in np.argsort(-scores[qi])[:10]:
             seg = sims[qi, starts[di] : starts[di] + counts[di]]
-            a, b = spans[starts[di] + int(seg.argmax())]
+            a, b = spans[starts[di] + int(locate(seg))]
             best[(qi, int(di))] = (int(a), int(b))
     return scores, best
 
@@ -94,7 +97,7 @@ class LandmarkPooling(Method):
         counts = np.array([len(m) for m in multi])
         vectors = np.concatenate([m.vectors for m in multi])
         spans = np.concatenate([np.asarray(m.spans) for m in multi])
-        scores, best = _maxsim(q, vectors, counts, spans)
+        scores, best = _maxsim(q, vectors, counts, spans, locate=locate_passage)
         tokens = int(sum(m.n_tokens for m in multi))
         return [
             MethodResult(f"{self.prefix}-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0),

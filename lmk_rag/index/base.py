@@ -22,6 +22,7 @@ import numpy as np
 
 from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
+from ..passages import PASSAGE_RULES, locate_passage
 from ..types import Fingerprint, MultiVector
 
 SEARCH_MODES = ("maxsim", "prefetch", "pooled", "hybrid")
@@ -117,14 +118,24 @@ def check_filter(where: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(where)
 
 
-def best_landmark(q: np.ndarray, vectors: np.ndarray) -> int:
-    return int(np.argmax(vectors @ q)) if len(vectors) else 0
+@dataclass(frozen=True)
+class PassageRequest:
+    """How a hit's passage is chosen (``rule``, see :mod:`lmk_rag.passages`) and widened
+    (``neighbours`` landmarks each side)."""
+
+    rule: str = "region"
+    neighbours: int = 0
 
 
-def make_hit(doc: StoredDocument, score: float, landmark: int, neighbours: int) -> Hit:
+def best_landmark(q: np.ndarray, vectors: np.ndarray, rule: str = "region") -> int:
+    """The landmark (in document order) that names the passage for ``q``: see :mod:`lmk_rag.passages`."""
+    return locate_passage(vectors @ q, rule) if len(vectors) else 0
+
+
+def make_hit(doc: StoredDocument, score: float, landmark: int, passage: PassageRequest) -> Hit:
     spans = doc.spans or [(0, len(doc.text))]
     landmark = min(landmark, len(spans) - 1)
-    lo, hi = max(0, landmark - neighbours), min(len(spans) - 1, landmark + neighbours)
+    lo, hi = max(0, landmark - passage.neighbours), min(len(spans) - 1, landmark + passage.neighbours)
     span = (spans[lo][0], spans[hi][1])
     start, end = spans[landmark]
     return Hit(doc.id, float(score), doc.text, doc.metadata, landmark, (start, end), doc.text[span[0] : span[1]])
@@ -208,7 +219,7 @@ class MultiVectorIndex(ABC):
                 self._upsert(doc_ids, items, metas, list(multis))
         return doc_ids
 
-    def _check_search(self, k: int, mode: str | None, neighbours: int) -> str:
+    def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str) -> str:
         """Validate the search arguments; returns the mode to run (None: the backend's default)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive int, got {k!r}")
@@ -222,6 +233,8 @@ class MultiVectorIndex(ABC):
             raise InvalidInputError(f"mode must be one of {self.modes} for {type(self).__name__}, got {mode!r}")
         if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
             raise InvalidInputError(f"neighbours must be an int >= 0, got {neighbours!r}")
+        if passage not in PASSAGE_RULES:
+            raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {passage!r}")
         return mode
 
     def search(
@@ -232,16 +245,19 @@ class MultiVectorIndex(ABC):
         filter: Mapping[str, Any] | None = None,
         mode: str | None = None,
         neighbours: int = 0,
+        passage: str = "region",
     ) -> list[Hit]:
-        """The k best documents for ``query``, each with its best landmark's span and passage.
+        """The k best documents for ``query``, each with its passage: the landmark ``passage``
+        names (``region``: the one whose neighbourhood matches best; ``peak``: the single best,
+        see :mod:`lmk_rag.passages`), widened by ``neighbours`` landmarks each side.
         ``mode``: one of the backend's :attr:`modes`; None is its :attr:`default_mode`."""
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
-        mode = self._check_search(k, mode, neighbours)
+        mode = self._check_search(k, mode, neighbours, passage)
         where = check_filter(filter)
         q = self.encoder.encode_query(query)
         with self._backend():
-            return self._search(q, k, where, mode, neighbours, text=query)
+            return self._search(q, k, where, mode, PassageRequest(passage, neighbours), text=query)
 
     def search_by_vector(
         self,
@@ -251,10 +267,11 @@ class MultiVectorIndex(ABC):
         filter: Mapping[str, Any] | None = None,
         mode: str | None = None,
         neighbours: int = 0,
+        passage: str = "region",
     ) -> list[Hit]:
         """Like :meth:`search` for a query vector already encoded by this index's encoder
         (not ``hybrid``, which needs the query's text)."""
-        mode = self._check_search(k, mode, neighbours)
+        mode = self._check_search(k, mode, neighbours, passage)
         vector = np.asarray(q, dtype=np.float32)
         if vector.shape != (self.encoder.dimension,) or not np.isfinite(vector).all():
             raise InvalidInputError(
@@ -262,7 +279,7 @@ class MultiVectorIndex(ABC):
             )
         where = check_filter(filter)
         with self._backend():
-            return self._search(vector, k, where, mode, neighbours)
+            return self._search(vector, k, where, mode, PassageRequest(passage, neighbours))
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
         """Stored documents for the ids that exist, in the order asked."""
@@ -330,7 +347,7 @@ class MultiVectorIndex(ABC):
 
     @abstractmethod
     def _search(
-        self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int, text: str | None = None
+        self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None
     ) -> list[Hit]: ...
 
     @abstractmethod

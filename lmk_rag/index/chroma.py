@@ -35,7 +35,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, StoredDocument, best_landmark, make_hit
+from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, best_landmark, make_hit
 
 _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
@@ -278,11 +278,11 @@ class ChromaIndex(MultiVectorIndex):
         return out, (start + len(ids) if len(ids) == limit else None)
 
     def _search(
-        self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int, text: str | None = None
+        self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None
     ) -> list[Hit]:
         user = _where(*({key: value} for key, value in where.items()))
         if mode == "pooled":
-            return self._search_pooled(q, k, user, neighbours)
+            return self._search_pooled(q, k, user, passage)
         total = self.landmarks.count()
         n = min(total, k * self.overfetch)
         while n > 0:
@@ -300,23 +300,45 @@ class ChromaIndex(MultiVectorIndex):
                     best[doc] = (score, meta["_lmk_i"])
             if len(best) >= k or n >= total or len(rows) < n:
                 ranked = sorted(best.items(), key=lambda item: -item[1][0])[:k]
-                return [make_hit(docs[d][0], score, i, neighbours) for d, (score, i) in ranked]
+                if passage.rule == "peak":  # the best row per document is already known
+                    return [make_hit(docs[d][0], score, i, passage) for d, (score, i) in ranked]
+                vectors = self._landmark_vectors({d: docs[d][1] for d, _ in ranked}, len(q))
+                return [
+                    make_hit(docs[d][0], score, best_landmark(q, vectors[d], passage.rule), passage)
+                    for d, (score, _) in ranked
+                ]
             n = min(total, n * 4)
         return []
 
-    def _search_pooled(self, q: np.ndarray, k: int, where: dict | None, neighbours: int) -> list[Hit]:
+    def _landmark_vectors(self, generations: dict[str, Any], dimension: int) -> dict[str, np.ndarray]:
+        """Each document's landmark vectors in document order, from its live generation's rows
+        (one query for all the documents: the passage rule needs every landmark's similarity)."""
+        if not generations:
+            return {}
+        rows = self.landmarks.get(
+            where={
+                "$and": [{"_lmk_doc": {"$in": list(generations)}}, {"_lmk_gen": {"$in": list(generations.values())}}]
+            },
+            include=["embeddings", "metadatas"],
+        )
+        found: dict[str, list[tuple[int, Any]]] = {d: [] for d in generations}
+        for meta, vector in zip(rows["metadatas"], rows["embeddings"]):
+            if generations.get(meta["_lmk_doc"]) == meta["_lmk_gen"]:
+                found[meta["_lmk_doc"]].append((int(meta["_lmk_i"]), vector))
+        return {
+            d: np.asarray([v for _, v in sorted(pairs, key=lambda p: p[0])], dtype=np.float32).reshape(-1, dimension)
+            for d, pairs in found.items()
+        }
+
+    def _search_pooled(self, q: np.ndarray, k: int, where: dict | None, passage: PassageRequest) -> list[Hit]:
         res = self.docs.query(
             query_embeddings=[q], n_results=min(k, max(self.docs.count(), 1)), where=where, include=["distances"]
         )
         ids = res["ids"][0]
         docs = self._documents(ids)
-        hits = []
-        for doc_id, dist in zip(ids, res["distances"][0]):
-            doc, gen = docs[doc_id]
-            rows = self.landmarks.get(
-                where={"$and": [{"_lmk_doc": doc_id}, {"_lmk_gen": gen}]}, include=["embeddings", "metadatas"]
-            )
-            order = np.argsort([m["_lmk_i"] for m in rows["metadatas"]])
-            vectors = np.asarray(rows["embeddings"], dtype=np.float32)[order] if len(order) else np.zeros((0, len(q)))
-            hits.append(make_hit(doc, 1.0 - dist, best_landmark(q, vectors), neighbours))
-        return hits
+        vectors = self._landmark_vectors({d: docs[d][1] for d in ids if d in docs}, len(q))
+        return [
+            make_hit(docs[d][0], 1.0 - dist, best_landmark(q, vectors[d], passage.rule), passage)
+            for d, dist in zip(ids, res["distances"][0])
+            if d in docs
+        ]

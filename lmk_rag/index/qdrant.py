@@ -23,7 +23,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, StoredDocument, best_landmark, make_hit
+from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, best_landmark, make_hit
 from .fusion import check_fusion, fuse
 from .qdrant_client_store import ClientStore, check_cluster_options, is_connection_error, open_local_mode
 from .qdrant_layout import (
@@ -228,13 +228,13 @@ class QdrantIndex(MultiVectorIndex):
         return max(self.prefetch_limit or default_prefetch_limit(k, self._corpus_size()), k)
 
     def _search(
-        self, q: np.ndarray, k: int, where: dict, mode: str, neighbours: int, text: str | None = None
+        self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None
     ) -> list[Hit]:
         vector = q.tolist()
         if mode != "hybrid":
             plan = Plan(mode, k, where, vector=vector, prefetch=self._prefetch(k) if mode == "prefetch" else 0)
             results = self.store.search([plan])[0]
-            return [self._hit(f, f.score, q, neighbours) for f in results]
+            return [self._hit(f, f.score, q, passage) for f in results]
         if not self.store.bm25:
             raise InvalidInputError(
                 f"the collection {self.collection!r} has no BM25 vectors (written before they were part of the "
@@ -278,12 +278,11 @@ class QdrantIndex(MultiVectorIndex):
             if ids[j] in winners:  # a document deleted since the candidates were read is left out
                 payload, lms = winners[ids[j]]
                 hits.append(
-                    self._hit(
-                        found(ids[j], payload, float(scores[j]), {LANDMARKS: lms}), float(scores[j]), q, neighbours
-                    )
+                    self._hit(found(ids[j], payload, float(scores[j]), {LANDMARKS: lms}), float(scores[j]), q, passage)
                 )
         return hits
 
     @staticmethod
-    def _hit(found: Found, score: float, q: np.ndarray, neighbours: int) -> Hit:
-        return make_hit(document_of(found.payload), score, best_landmark(q, found.landmarks), neighbours)
+    def _hit(found: Found, score: float, q: np.ndarray, passage: PassageRequest) -> Hit:
+        landmark = best_landmark(q, found.landmarks, passage.rule)
+        return make_hit(document_of(found.payload), score, landmark, passage)

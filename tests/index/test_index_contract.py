@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lmk_rag import LMKEncoder
+from lmk_rag.passages import locate_passage
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus"
 NAMES = sorted(p.name for p in CORPUS.glob("*.md"))
@@ -22,7 +24,8 @@ def index(make_index):
 
 
 def test_search_finds_document_and_passage(index):
-    hits = index.search("How many copies of the Gutenberg Bible were printed?", k=3)
+    # A factoid in one landmark of a short, topical document: the single best landmark names it.
+    hits = index.search("How many copies of the Gutenberg Bible were printed?", k=3, passage="peak")
     top = hits[0]
     assert top.id == "printing_press.md" and top.metadata == META[NAMES.index("printing_press.md")]
     assert "180 copies" in top.passage and top.text == TEXTS[NAMES.index("printing_press.md")]
@@ -34,6 +37,23 @@ def test_search_finds_document_and_passage(index):
 def test_modes_agree_on_an_easy_query(index):
     for mode in index.modes:
         assert index.search("sourdough starter hooch", k=1, mode=mode)[0].id == "sourdough.md"
+
+
+def test_passage_rules_pick_the_landmarks_they_promise_in_every_mode(index):
+    """``region`` (the default) names the landmark whose neighbourhood matches best, ``peak`` the
+    single best one: both computed from all of the document's landmarks, whatever the mode."""
+    query = "How many copies of the Gutenberg Bible were printed?"
+    q = index.encoder.encode_query(query)
+    sims = index.encoder.encode_multi([TEXTS[NAMES.index("printing_press.md")]])[0].vectors @ q
+    assert locate_passage(sims) != int(np.argmax(sims))  # the two rules disagree on this document
+    for mode in index.modes:
+        for rule, expected in (("region", locate_passage(sims)), ("peak", int(np.argmax(sims)))):
+            hits = index.search(query, k=3, mode=mode, passage=rule)
+            hit = next(h for h in hits if h.id == "printing_press.md")
+            assert hit.landmark == expected, (mode, rule)
+            assert hit.text[hit.span[0] : hit.span[1]] == hit.passage
+    with pytest.raises(ValueError, match="passage must be one of"):
+        index.search(query, passage="best")
 
 
 def test_neighbours_widen_the_passage(index):

@@ -27,13 +27,20 @@ def index():
 
 
 def test_nodes_carry_spans_and_parent(index):
-    nodes = LMKRetriever(index, similarity_top_k=2).retrieve("How many copies of the Gutenberg Bible were printed?")
+    # A factoid in one landmark of a short document: the single best landmark (``peak``) names it.
+    retriever = LMKRetriever(index, similarity_top_k=2, passage="peak")
+    nodes = retriever.retrieve("How many copies of the Gutenberg Bible were printed?")
     top = nodes[0]
     parent_id = top.node.relationships[NodeRelationship.SOURCE].node_id
     parent = index.get([parent_id])[0]
     assert parent.metadata["file_name"] == "printing_press.md"
     assert parent.text[top.node.start_char_idx : top.node.end_char_idx] == top.node.text
     assert "180 copies" in top.node.text and top.score >= nodes[1].score
+
+
+def test_a_passage_rule_outside_region_and_peak_is_refused(index):
+    with pytest.raises(ValueError, match="passage must be one of"):
+        LMKRetriever(index, passage="best")
 
 
 def test_retriever_query_engine(index):

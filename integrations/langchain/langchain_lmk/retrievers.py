@@ -33,6 +33,11 @@ class LMKRetriever(BaseRetriever):
         "for Chroma); None: the index's default.",
     )
     neighbours: int = Field(default=0, ge=0, description="Landmarks to widen each passage by, each side.")
+    passage: Literal["region", "peak"] = Field(
+        default="region",
+        description="Which landmark names the passage: region (whose neighbourhood matches best) or peak "
+        "(the single best; see lmk_rag.passages).",
+    )
     filter: dict[str, Any] | None = Field(default=None, description="Metadata equality filter (AND).")
 
     def _get_relevant_documents(
@@ -40,7 +45,12 @@ class LMKRetriever(BaseRetriever):
     ) -> list[Document]:
         k = kwargs.get("k", self.k)
         hits = self.index.search(
-            query, k=k, filter=kwargs.get("filter", self.filter), mode=self.search_mode, neighbours=self.neighbours
+            query,
+            k=k,
+            filter=kwargs.get("filter", self.filter),
+            mode=self.search_mode,
+            neighbours=self.neighbours,
+            passage=self.passage,
         )
         convert = hit_to_passage if self.mode == "passage" else hit_to_document
         return [convert(h) for h in hits]

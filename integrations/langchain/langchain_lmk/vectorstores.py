@@ -94,10 +94,13 @@ class LMKVectorStore(VectorStore):
         return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
 
     def search_passages(
-        self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0
+        self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0, passage: str = "region"
     ) -> list[Document]:
-        """The best passage of each of the k best documents (see :func:`hit_to_passage`)."""
-        hits = self.index.search(query, k=k, filter=filter, mode=self.search_mode, neighbours=neighbours)
+        """The passage of each of the k best documents (see :func:`hit_to_passage`; ``passage``:
+        ``region`` or ``peak``, as :meth:`lmk_rag.index.base.MultiVectorIndex.search`)."""
+        hits = self.index.search(
+            query, k=k, filter=filter, mode=self.search_mode, neighbours=neighbours, passage=passage
+        )
         return [hit_to_passage(h) for h in hits]
 
     @classmethod

@@ -10,6 +10,7 @@ from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, Q
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
+from lmk_rag.passages import PASSAGE_RULES
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -42,6 +43,7 @@ class LMKRetriever(BaseRetriever):
         *,
         search_mode: str | None = None,
         neighbours: int = 0,
+        passage: str = "region",
         filters: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -52,7 +54,10 @@ class LMKRetriever(BaseRetriever):
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.search_mode = search_mode
+        if passage not in PASSAGE_RULES:
+            raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {passage!r}")
         self.neighbours = neighbours
+        self.passage = passage
         self.filters = filters
         super().__init__(**kwargs)
 
@@ -63,5 +68,6 @@ class LMKRetriever(BaseRetriever):
             filter=self.filters,
             mode=self.search_mode,
             neighbours=self.neighbours,
+            passage=self.passage,
         )
         return [hit_to_node(h) for h in hits]
