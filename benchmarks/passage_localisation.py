@@ -50,11 +50,12 @@ def main() -> None:
         scores = np.stack([s.max(axis=0) for s in sims], axis=1)  # (queries, documents): MaxSim
         print(f"{task.name}: {len(task.doc_texts)} documents, {len(task.query_texts)} queries")
         for name, (radius, weight) in RULES.items():
-            spans = {}
+            spans: dict[tuple[int, int], tuple[int, int]] = {}
             for qi in range(len(task.query_ids)):
                 top = int(np.argmax(scores[qi]))
                 best = int(np.argmax(passage_scores(sims[top][:, qi], radius=radius, peak_weight=weight)))
-                spans[(qi, top)] = tuple(multi[top].spans[best])
+                a, b = multi[top].spans[best]
+                spans[(qi, top)] = (int(a), int(b))
             hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
             results[name].append(float(np.mean(list(hits.values()))))
             print(f"  {name}: passage hit@1 {results[name][-1]:.3f}")
