@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--docs-per-length", type=int, default=25)
     ev.add_argument("--beir-split", default="test")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--passage",
+        default="peak",
+        choices=("peak", "region"),
+        help="passage rule of the multi-vector lmk rows (as `lmk-rag search --passage`)",
+    )
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
     ev.add_argument("--title", default="lmk-rag eval")
     ev.add_argument("--no-progress", action="store_true")
@@ -171,10 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
     se.add_argument(
         "--passage",
-        default="region",
-        choices=("region", "peak"),
-        help="which landmark names the passage: region (default: whose neighbourhood matches best) or peak "
-        "(the single best landmark)",
+        default="peak",
+        choices=("peak", "region"),
+        help="which landmark names the passage: peak (default: the single best landmark) or region (the one "
+        "whose neighbourhood matches best; see lmk_rag/passages.py)",
     )
     se.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -537,7 +543,7 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .eval.sections import read_rst_pages, section_task, short_section_task
 
     kwargs = encoder_options(args)
-    methods = parse_methods(args.methods, **kwargs) if args.methods != "none" else []
+    methods = parse_methods(args.methods, passage=args.passage, **kwargs) if args.methods != "none" else []
     counter = LMKEncoder(**kwargs)
     tasks = []
     pages = None

@@ -20,8 +20,8 @@ def test_scores_blend_each_landmark_with_its_clipped_neighbourhood():
 def test_region_prefers_a_matching_neighbourhood_to_an_isolated_peak():
     # A passing mention (0.70) among unrelated landmarks; a section whose landmarks all match (0.66-0.68).
     sims = np.array([0.10, 0.12, 0.70, 0.11, 0.10, 0.20, 0.66, 0.68, 0.67, 0.65, 0.15])
-    assert locate_passage(sims, "peak") == 2
-    assert locate_passage(sims) == 7
+    assert locate_passage(sims) == locate_passage(sims, "peak") == 2  # the default
+    assert locate_passage(sims, "region") == 7
 
 
 def test_degenerate_inputs_and_a_bad_rule():
@@ -30,3 +30,10 @@ def test_degenerate_inputs_and_a_bad_rule():
     assert list(passage_scores(np.array([0.2, 0.4]), radius=0)) == [0.2, 0.4]
     with pytest.raises(ValueError, match="passage must be one of"):
         locate_passage(np.array([0.1, 0.2]), "best")
+
+
+def test_eval_refuses_an_unknown_passage_rule_before_loading_a_model():
+    from lmk_rag.eval import parse_methods
+
+    with pytest.raises(ValueError, match="passage must be one of"):
+        parse_methods("lmk:32", passage="best")

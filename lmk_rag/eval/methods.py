@@ -15,7 +15,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..landmarks import build_layout, fixed_chunk_ends
-from ..passages import locate_passage
+from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, locate_passage
 from .tasks import RetrievalTask
 
 
@@ -82,7 +82,12 @@ class NativePooling(Method):
 class LandmarkPooling(Method):
     """LMK at granularity k: single vector (mean of landmarks) and multi-vector (MaxSim)."""
 
-    def __init__(self, k: int | str, readout: str = "lmk", **encoder_kwargs: Any) -> None:
+    def __init__(
+        self, k: int | str, readout: str = "lmk", passage: str = DEFAULT_PASSAGE_RULE, **encoder_kwargs: Any
+    ) -> None:
+        if passage not in PASSAGE_RULES:
+            raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {passage!r}")
+        self.passage = passage
         self.encoder = LMKEncoder(pooling=readout, granularity=k, **encoder_kwargs)
         self.prefix = {"lmk": "lmk", "mean": "lmkmean", "lmk+mean": "lmkmix"}[readout]
         self.name = f"{self.prefix}-k{k}"
@@ -97,7 +102,7 @@ class LandmarkPooling(Method):
         counts = np.array([len(m) for m in multi])
         vectors = np.concatenate([m.vectors for m in multi])
         spans = np.concatenate([np.asarray(m.spans) for m in multi])
-        scores, best = _maxsim(q, vectors, counts, spans, locate=locate_passage)
+        scores, best = _maxsim(q, vectors, counts, spans, locate=lambda sims: locate_passage(sims, self.passage))
         tokens = int(sum(m.n_tokens for m in multi))
         return [
             MethodResult(f"{self.prefix}-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0),
@@ -163,8 +168,9 @@ METHOD_HELP = (
 _READOUT = {"lmk": "lmk", "lmkmean": "mean", "lmkmix": "lmk+mean"}
 
 
-def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]:
-    """``"cls,mean,lmk:32,chunk:128,bm25"`` -> methods sharing one loaded model."""
+def parse_methods(specs: str | list[str], passage: str = DEFAULT_PASSAGE_RULE, **encoder_kwargs: Any) -> list[Method]:
+    """``"cls,mean,lmk:32,chunk:128,bm25"`` -> methods sharing one loaded model; ``passage``: the
+    rule that names the passage of the landmark methods' hits (:mod:`lmk_rag.passages`)."""
     items = specs.split(",") if isinstance(specs, str) else list(specs)
     methods: list[Method] = []
     for raw in items:
@@ -178,7 +184,7 @@ def parse_methods(specs: str | list[str], **encoder_kwargs: Any) -> list[Method]
             method: Method = NativePooling(kind, **kwargs)
         elif kind in _READOUT:
             k: int | str = 32 if arg is None else (arg if arg == "sentence" else int(arg))
-            method = LandmarkPooling(k, readout=_READOUT[kind], **kwargs)
+            method = LandmarkPooling(k, readout=_READOUT[kind], passage=passage, **kwargs)
         elif kind == "chunk":
             method = ChunkThenEmbed(int(arg or 128), **kwargs)
         else:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
-from ..passages import PASSAGE_RULES, locate_passage
+from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, locate_passage
 from ..types import Fingerprint, MultiVector
 
 SEARCH_MODES = ("maxsim", "prefetch", "pooled", "hybrid")
@@ -123,11 +123,11 @@ class PassageRequest:
     """How a hit's passage is chosen (``rule``, see :mod:`lmk_rag.passages`) and widened
     (``neighbours`` landmarks each side)."""
 
-    rule: str = "region"
+    rule: str = DEFAULT_PASSAGE_RULE
     neighbours: int = 0
 
 
-def best_landmark(q: np.ndarray, vectors: np.ndarray, rule: str = "region") -> int:
+def best_landmark(q: np.ndarray, vectors: np.ndarray, rule: str = DEFAULT_PASSAGE_RULE) -> int:
     """The landmark (in document order) that names the passage for ``q``: see :mod:`lmk_rag.passages`."""
     return locate_passage(vectors @ q, rule) if len(vectors) else 0
 
@@ -245,10 +245,10 @@ class MultiVectorIndex(ABC):
         filter: Mapping[str, Any] | None = None,
         mode: str | None = None,
         neighbours: int = 0,
-        passage: str = "region",
+        passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """The k best documents for ``query``, each with its passage: the landmark ``passage``
-        names (``region``: the one whose neighbourhood matches best; ``peak``: the single best,
+        names (``peak``: the single best; ``region``: the one whose neighbourhood matches best,
         see :mod:`lmk_rag.passages`), widened by ``neighbours`` landmarks each side.
         ``mode``: one of the backend's :attr:`modes`; None is its :attr:`default_mode`."""
         if not isinstance(query, str):
@@ -267,7 +267,7 @@ class MultiVectorIndex(ABC):
         filter: Mapping[str, Any] | None = None,
         mode: str | None = None,
         neighbours: int = 0,
-        passage: str = "region",
+        passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """Like :meth:`search` for a query vector already encoded by this index's encoder
         (not ``hybrid``, which needs the query's text)."""

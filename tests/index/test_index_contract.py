@@ -40,18 +40,22 @@ def test_modes_agree_on_an_easy_query(index):
 
 
 def test_passage_rules_pick_the_landmarks_they_promise_in_every_mode(index):
-    """``region`` (the default) names the landmark whose neighbourhood matches best, ``peak`` the
-    single best one: both computed from all of the document's landmarks, whatever the mode."""
+    """``peak`` (the default) names the single best landmark, ``region`` the one whose
+    neighbourhood matches best: both computed from all of the document's landmarks, whatever the mode."""
     query = "How many copies of the Gutenberg Bible were printed?"
     q = index.encoder.encode_query(query)
     sims = index.encoder.encode_multi([TEXTS[NAMES.index("printing_press.md")]])[0].vectors @ q
-    assert locate_passage(sims) != int(np.argmax(sims))  # the two rules disagree on this document
+    assert locate_passage(sims, "region") != int(np.argmax(sims))  # the two rules disagree on this document
     for mode in index.modes:
-        for rule, expected in (("region", locate_passage(sims)), ("peak", int(np.argmax(sims)))):
+        for rule, expected in (("region", locate_passage(sims, "region")), ("peak", int(np.argmax(sims)))):
             hits = index.search(query, k=3, mode=mode, passage=rule)
             hit = next(h for h in hits if h.id == "printing_press.md")
             assert hit.landmark == expected, (mode, rule)
             assert hit.text[hit.span[0] : hit.span[1]] == hit.passage
+        assert (
+            index.search(query, k=3, mode=mode)[0].landmark
+            == index.search(query, k=3, mode=mode, passage="peak")[0].landmark
+        )
     with pytest.raises(ValueError, match="passage must be one of"):
         index.search(query, passage="best")
 

@@ -33,10 +33,10 @@ class LMKRetriever(BaseRetriever):
         "for Chroma); None: the index's default.",
     )
     neighbours: int = Field(default=0, ge=0, description="Landmarks to widen each passage by, each side.")
-    passage: Literal["region", "peak"] = Field(
-        default="region",
-        description="Which landmark names the passage: region (whose neighbourhood matches best) or peak "
-        "(the single best; see lmk_rag.passages).",
+    passage: Literal["peak", "region"] = Field(
+        default="peak",
+        description="Which landmark names the passage: peak (the single best) or region (whose neighbourhood "
+        "matches best; see lmk_rag.passages).",
     )
     filter: dict[str, Any] | None = Field(default=None, description="Metadata equality filter (AND).")
 

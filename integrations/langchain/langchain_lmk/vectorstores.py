@@ -94,10 +94,10 @@ class LMKVectorStore(VectorStore):
         return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
 
     def search_passages(
-        self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0, passage: str = "region"
+        self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0, passage: str = "peak"
     ) -> list[Document]:
         """The passage of each of the k best documents (see :func:`hit_to_passage`; ``passage``:
-        ``region`` or ``peak``, as :meth:`lmk_rag.index.base.MultiVectorIndex.search`)."""
+        ``peak`` or ``region``, as :meth:`lmk_rag.index.base.MultiVectorIndex.search`)."""
         hits = self.index.search(
             query, k=k, filter=filter, mode=self.search_mode, neighbours=neighbours, passage=passage
         )

@@ -10,7 +10,7 @@ from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, Q
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
-from lmk_rag.passages import PASSAGE_RULES
+from lmk_rag.passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -43,7 +43,7 @@ class LMKRetriever(BaseRetriever):
         *,
         search_mode: str | None = None,
         neighbours: int = 0,
-        passage: str = "region",
+        passage: str = DEFAULT_PASSAGE_RULE,
         filters: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
