@@ -18,7 +18,7 @@ import numpy as np
 from .errors import InvalidInputError
 
 #: ``peak`` (the default: the single most similar landmark) or ``region`` (the landmark whose
-#: neighbourhood agrees most: for topic queries over long pages of short sections' neighbours).
+#: neighbourhood agrees most: for topic queries over long pages with long sections).
 PASSAGE_RULES = ("peak", "region")
 DEFAULT_PASSAGE_RULE = "peak"
 #: Landmarks on each side that form a landmark's neighbourhood.
