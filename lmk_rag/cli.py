@@ -14,6 +14,7 @@ from typing import Any
 
 from .errors import IndexNotFoundError, InvalidInputError, LMKError, PathNotFoundError
 from .export import SAVE_FORMATS
+from .passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
 from .settings import EncoderSettings, setting_fields
 
 
@@ -129,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument(
         "--passage",
-        default="peak",
-        choices=("peak", "region"),
+        default=DEFAULT_PASSAGE_RULE,
+        choices=PASSAGE_RULES,
         help="passage rule of the multi-vector lmk rows (as `lmk-rag search --passage`)",
     )
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
@@ -177,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
     se.add_argument(
         "--passage",
-        default="peak",
-        choices=("peak", "region"),
+        default=DEFAULT_PASSAGE_RULE,
+        choices=PASSAGE_RULES,
         help="which landmark names the passage: peak (default: the single best landmark) or region (the one "
         "whose neighbourhood matches best; see lmk_rag/passages.py)",
     )

@@ -41,10 +41,16 @@ def passage_scores(
     return peak_weight * sims + (1.0 - peak_weight) * (sums[hi] - sums[lo]) / (hi - lo)
 
 
+def check_passage_rule(rule: str) -> str:
+    """``rule`` if it is one of :data:`PASSAGE_RULES`; else a ValueError naming them."""
+    if rule not in PASSAGE_RULES:
+        raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {rule!r}")
+    return rule
+
+
 def locate_passage(similarities: np.ndarray, rule: str = DEFAULT_PASSAGE_RULE) -> int:
     """Index of the landmark that names the passage under ``rule`` (0 for a document without
     landmarks)."""
-    if rule not in PASSAGE_RULES:
-        raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {rule!r}")
+    check_passage_rule(rule)
     scores = passage_scores(similarities) if rule == "region" else np.asarray(similarities).reshape(-1)
     return int(np.argmax(scores)) if len(scores) else 0

@@ -15,7 +15,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..landmarks import build_layout, fixed_chunk_ends
-from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, locate_passage
+from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from .tasks import RetrievalTask
 
 
@@ -85,9 +85,7 @@ class LandmarkPooling(Method):
     def __init__(
         self, k: int | str, readout: str = "lmk", passage: str = DEFAULT_PASSAGE_RULE, **encoder_kwargs: Any
     ) -> None:
-        if passage not in PASSAGE_RULES:
-            raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {passage!r}")
-        self.passage = passage
+        self.passage = check_passage_rule(passage)
         self.encoder = LMKEncoder(pooling=readout, granularity=k, **encoder_kwargs)
         self.prefix = {"lmk": "lmk", "mean": "lmkmean", "lmk+mean": "lmkmix"}[readout]
         self.name = f"{self.prefix}-k{k}"

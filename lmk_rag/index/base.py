@@ -22,7 +22,7 @@ import numpy as np
 
 from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
-from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, locate_passage
+from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from ..types import Fingerprint, MultiVector
 
 SEARCH_MODES = ("maxsim", "prefetch", "pooled", "hybrid")
@@ -233,8 +233,7 @@ class MultiVectorIndex(ABC):
             raise InvalidInputError(f"mode must be one of {self.modes} for {type(self).__name__}, got {mode!r}")
         if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
             raise InvalidInputError(f"neighbours must be an int >= 0, got {neighbours!r}")
-        if passage not in PASSAGE_RULES:
-            raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {passage!r}")
+        check_passage_rule(passage)
         return mode
 
     def search(

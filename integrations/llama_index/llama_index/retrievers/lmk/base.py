@@ -10,7 +10,7 @@ from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, Q
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
-from lmk_rag.passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
+from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -54,10 +54,8 @@ class LMKRetriever(BaseRetriever):
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.search_mode = search_mode
-        if passage not in PASSAGE_RULES:
-            raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {passage!r}")
         self.neighbours = neighbours
-        self.passage = passage
+        self.passage = check_passage_rule(passage)
         self.filters = filters
         super().__init__(**kwargs)
 
