@@ -259,18 +259,12 @@ class ChromaIndex(MultiVectorIndex):
         ids = list(got["ids"])
         if not ids:
             return [], None
-        gens = [meta["_lmk_gen"] for meta in got["metadatas"]]
-        rows = self.landmarks.get(
-            where={"$and": [{"_lmk_doc": {"$in": ids}}, {"_lmk_gen": {"$in": gens}}]},
-            include=["embeddings", "metadatas"],
-        )
-        per_doc: dict[str, list[tuple[int, np.ndarray]]] = {}
-        for meta, vector in zip(rows["metadatas"], rows["embeddings"]):
-            per_doc.setdefault(meta["_lmk_doc"], []).append((int(meta["_lmk_i"]), np.asarray(vector, dtype=np.float32)))
+        generations = {doc_id: meta["_lmk_gen"] for doc_id, meta in zip(ids, got["metadatas"])}
+        per_doc = self._landmark_vectors(generations, self.encoder.dimension)
         out = []
         for doc_id, text, meta, pooled in zip(ids, got["documents"], got["metadatas"], got["embeddings"]):
             spans = [(int(a), int(b)) for a, b in json.loads(meta["_lmk_spans"])]
-            vectors = np.stack([v for _, v in sorted(per_doc.get(doc_id, []), key=lambda t: t[0])])
+            vectors = per_doc[doc_id]
             doc = StoredDocument(doc_id, text, json.loads(meta["_lmk_meta"]), spans)
             # Token counts are kept since copies became possible; older rows have none (0).
             tokens = int(meta.get("_lmk_tokens", 0))

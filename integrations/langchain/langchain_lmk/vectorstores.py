@@ -11,6 +11,7 @@ from langchain_core.vectorstores import VectorStore
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
+from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 
 def hit_to_document(hit: Hit) -> Document:
@@ -94,7 +95,12 @@ class LMKVectorStore(VectorStore):
         return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
 
     def search_passages(
-        self, query: str, k: int = 4, filter: dict | None = None, neighbours: int = 0, passage: str = "peak"
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict | None = None,
+        neighbours: int = 0,
+        passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Document]:
         """The passage of each of the k best documents (see :func:`hit_to_passage`; ``passage``:
         ``peak`` or ``region``, as :meth:`lmk_rag.index.base.MultiVectorIndex.search`)."""
