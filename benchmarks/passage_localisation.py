@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -24,8 +25,47 @@ from lmk_rag.eval.metrics import passage_hits
 from lmk_rag.eval.tasks import needle_tasks
 from lmk_rag.passages import passage_scores
 
-#: name -> (radius, peak weight); radius 0 is the single best landmark (``peak``).
-RULES = {"peak": (0, 1.0), "mean r=1": (1, 0.0), "half r=1": (1, 0.5), "half r=2 (region)": (2, 0.5)}
+#: name -> (radius, peak weight, where the neighbourhood stops); radius 0 is the single best
+#: landmark (``peak``). Stops: ``None`` (only the document's ends), ``paragraph`` (a blank line
+#: between two landmarks' centres), ``dip`` (two neighbouring landmark vectors less alike than
+#: the document's mean neighbour similarity minus one standard deviation: a topic shift).
+RULES: dict[str, tuple[int, float, str | None]] = {
+    "peak": (0, 1.0, None),
+    "mean r=1": (1, 0.0, None),
+    "half r=1": (1, 0.5, None),
+    "half r=2 (region)": (2, 0.5, None),
+    "half r=2, stops at paragraphs": (2, 0.5, "paragraph"),
+    "half r=2, stops at dips": (2, 0.5, "dip"),
+    "half r=3, stops at dips": (3, 0.5, "dip"),
+}
+
+
+def paragraph_breaks(text: str, spans: np.ndarray) -> np.ndarray:
+    """``breaks[j]``: a blank line lies between the centres of landmarks j and j+1."""
+    centres = (spans[:, 0] + spans[:, 1]) // 2
+    return np.array([bool(re.search(r"\n\s*\n", text[a:b])) for a, b in zip(centres[:-1], centres[1:])], dtype=bool)
+
+
+def similarity_dips(vectors: np.ndarray) -> np.ndarray:
+    """``breaks[j]``: landmarks j and j+1 are less alike than the document's neighbours usually are."""
+    if len(vectors) < 3:
+        return np.zeros(max(len(vectors) - 1, 0), dtype=bool)
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    adjacent = np.einsum("ij,ij->i", unit[:-1], unit[1:])
+    return adjacent < adjacent.mean() - adjacent.std()
+
+
+def segmented_scores(sims: np.ndarray, radius: int, weight: float, breaks: np.ndarray | None) -> np.ndarray:
+    """passage_scores with each neighbourhood also clipped at the segment boundaries ``breaks``."""
+    if breaks is None or radius < 1 or len(sims) < 2:
+        return passage_scores(sims, radius=radius, peak_weight=weight)
+    segment = np.concatenate([[0], np.cumsum(breaks)])
+    first = np.searchsorted(segment, segment, side="left")
+    last = np.searchsorted(segment, segment, side="right")
+    sums = np.concatenate([[0.0], np.cumsum(sims)])
+    idx = np.arange(len(sims))
+    lo, hi = np.maximum(idx - radius, first), np.minimum(idx + radius + 1, last)
+    return weight * sims + (1.0 - weight) * (sums[hi] - sums[lo]) / (hi - lo)
 
 
 def main() -> None:
@@ -49,11 +89,16 @@ def main() -> None:
         sims = [m.vectors @ q.T for m in multi]  # per document: (landmarks, queries)
         scores = np.stack([s.max(axis=0) for s in sims], axis=1)  # (queries, documents): MaxSim
         print(f"{task.name}: {len(task.doc_texts)} documents, {len(task.query_texts)} queries")
-        for name, (radius, weight) in RULES.items():
+        cuts = {
+            "paragraph": [paragraph_breaks(text, np.asarray(m.spans)) for text, m in zip(task.doc_texts, multi)],
+            "dip": [similarity_dips(m.vectors) for m in multi],
+        }
+        for name, (radius, weight, stop) in RULES.items():
             spans: dict[tuple[int, int], tuple[int, int]] = {}
             for qi in range(len(task.query_ids)):
                 top = int(np.argmax(scores[qi]))
-                best = int(np.argmax(passage_scores(sims[top][:, qi], radius=radius, peak_weight=weight)))
+                breaks = None if stop is None else cuts[stop][top]
+                best = int(np.argmax(segmented_scores(sims[top][:, qi], radius, weight, breaks)))
                 a, b = multi[top].spans[best]
                 spans[(qi, top)] = (int(a), int(b))
             hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
