@@ -229,12 +229,12 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
     assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
 
 
-def test_the_previous_shipped_adapter_still_loads_and_its_indexes_are_not_mixed_with_the_new(tmp_path):
+@pytest.mark.parametrize("previous", ["lmk-rag/all-MiniLM-L6-v2-lmk", "lmk-rag/all-MiniLM-L6-v2-lmk-v2"])
+def test_the_previous_shipped_adapters_still_load_and_their_indexes_are_not_mixed_with_the_new(tmp_path, previous):
     from lmk_rag.errors import IncompatibleIndexError
     from lmk_rag.index.qdrant import QdrantIndex
     from lmk_rag.models import SHIPPED_ADAPTER_NAME, SHIPPED_ADAPTERS
 
-    previous = "lmk-rag/all-MiniLM-L6-v2-lmk"
     assert previous != SHIPPED_ADAPTER_NAME and (SHIPPED_ADAPTERS[previous] / "lmk_config.json").is_file()
     old, new = LMKEncoder(previous, device="cpu"), LMKEncoder(device="cpu")
     assert old.model_name == previous and old.fingerprint != new.fingerprint
