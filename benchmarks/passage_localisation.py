@@ -56,16 +56,12 @@ def similarity_dips(vectors: np.ndarray) -> np.ndarray:
 
 
 def segmented_scores(sims: np.ndarray, radius: int, weight: float, breaks: np.ndarray | None) -> np.ndarray:
-    """passage_scores with each neighbourhood also clipped at the segment boundaries ``breaks``."""
-    if breaks is None or radius < 1 or len(sims) < 2:
+    """passage_scores with each neighbourhood also clipped at the segment boundaries ``breaks``
+    (each segment scored on its own, so its ends clip the neighbourhood as a document's do)."""
+    if breaks is None:
         return passage_scores(sims, radius=radius, peak_weight=weight)
-    segment = np.concatenate([[0], np.cumsum(breaks)])
-    first = np.searchsorted(segment, segment, side="left")
-    last = np.searchsorted(segment, segment, side="right")
-    sums = np.concatenate([[0.0], np.cumsum(sims)])
-    idx = np.arange(len(sims))
-    lo, hi = np.maximum(idx - radius, first), np.minimum(idx + radius + 1, last)
-    return weight * sims + (1.0 - weight) * (sums[hi] - sums[lo]) / (hi - lo)
+    segments = np.split(np.asarray(sims, dtype=np.float64), np.flatnonzero(breaks) + 1)
+    return np.concatenate([passage_scores(part, radius=radius, peak_weight=weight) for part in segments])
 
 
 def main() -> None:
