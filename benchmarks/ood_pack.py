@@ -108,6 +108,8 @@ def write_pairs(packed: Path, out: Path, args: argparse.Namespace) -> None:
             row = {"query": pair.query, "positive": pair.positive}
             if pair.negative:
                 row["negative"] = pair.negative
+            if pair.answer:
+                row["answer"] = list(pair.answer)
             f.write(json.dumps(row) + "\n")
     print(f"wrote {len(pairs)} pairs to {out}")
 

@@ -275,6 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="in contrastive steps, pull each query's MaxSim scores over the batch towards the base model's "
         "chunk-then-embed scores (KL); 0 = off",
     )
+    tr.add_argument(
+        "--landmark-weight",
+        type=float,
+        default=0.0,
+        help="in contrastive steps, for pairs that know where their answer lies (sections, inverse cloze, a JSONL "
+        "'answer' span): the landmarks covering it against the page's other landmarks; 0 = off",
+    )
     tr.add_argument("--window-min-tokens", type=int, default=192, help="shortest training passage (tokens)")
     tr.add_argument("--window-max-tokens", type=int, default=448, help="longest training passage (tokens)")
     tr.add_argument(
@@ -519,6 +526,7 @@ def run_train(args: argparse.Namespace) -> int:
         distill_batch_size=args.distill_batch_size,
         distill_queries=args.distill_queries,
         score_distill_weight=args.score_distill_weight,
+        landmark_weight=args.landmark_weight,
         full_finetune=args.full_finetune,
         window_min_tokens=args.window_min_tokens,
         window_max_tokens=args.window_max_tokens,

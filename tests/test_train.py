@@ -10,6 +10,7 @@ import torch
 
 from lmk_rag import LMKEncoder
 from lmk_rag.train import TrainConfig, Trainer, load_pairs
+from lmk_rag.train.data import Pair
 from lmk_rag.train.trainer import landmark_forward
 
 TEXTS = {
@@ -141,6 +142,83 @@ def test_inverse_cloze_pairs_are_the_same_with_sentence_splitting_in_processes()
     assert inverse_cloze_pairs(windows, 0.5, seed=3, workers=2) == inverse_cloze_pairs(windows, 0.5, seed=3)
 
 
+def test_inverse_cloze_pairs_locate_the_sentence_they_kept():
+    from lmk_rag.train.data import inverse_cloze_pairs
+
+    windows = [
+        f"Window {i} starts here. It has a second sentence about item {i}. And a third one ends it." for i in range(40)
+    ]
+    pairs = inverse_cloze_pairs(windows, 0.5, seed=3)
+    kept = [p for p in pairs if p.answer is not None]
+    assert kept and len(kept) < len(pairs)  # about half keep their sentence
+    for pair in kept:
+        a, b = pair.answer
+        assert " ".join(pair.positive[a:b].split()) == pair.query
+    assert all(p.query not in p.positive for p in pairs if p.answer is None)
+
+
+def test_answer_landmarks_are_the_chunks_covering_the_answer():
+    from lmk_rag.train.trainer import answer_landmarks
+
+    spans = np.array([[0, 10], [10, 20], [20, 30], [0, 10], [10, 20], [0, 50]])
+    text_of_chunk = np.array([0, 0, 0, 1, 1, 2])  # text 2 is past the answers (a hard negative)
+    mask = answer_landmarks(spans, text_of_chunk, [(12, 26), None])
+    # [10, 20) overlaps 8 of the 10 it shares; [20, 30) overlaps 6 of the shorter 10: both cover
+    assert mask.tolist() == [False, True, True, False, False, False]
+    assert answer_landmarks(spans, text_of_chunk, [(8, 11), (0, 100)]).tolist() == [
+        True,
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
+
+
+def test_landmark_loss_is_multi_positive_infonce_within_each_querys_landmarks():
+    from lmk_rag.train.trainer import landmark_loss
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.nn.functional.normalize(torch.randn(3, 8, generator=gen), dim=-1)
+    states = torch.nn.functional.normalize(torch.randn(9, 8, generator=gen), dim=-1)
+    owner = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2, -1])
+    positive = torch.tensor([True, False, True, False, True, True, True, False, True])
+    loss = landmark_loss(q, states, owner, positive, temperature=0.1)
+    # by hand: query 1 has no negative landmark and is left out; landmark 8 belongs to nobody
+    expected = []
+    for i, (mine, hits) in enumerate([([0, 1, 2, 3], [0, 2]), ([6, 7], [6])]):
+        query = [0, 2][i]
+        sims = states @ q[query] / 0.1
+        expected.append(torch.logsumexp(sims[mine], 0) - torch.logsumexp(sims[hits], 0))
+    assert float(loss) == pytest.approx(float(torch.stack(expected).mean()), rel=1e-5)
+    # query 2's answer landmark (6) turned towards it lowers the loss; its other landmark (7) raises it
+    toward, away = states.clone(), states.clone()
+    toward[6], away[7] = q[2], q[2]
+    before = float(landmark_loss(q, states, owner, positive, 0.1))
+    assert (
+        float(landmark_loss(q, toward, owner, positive, 0.1))
+        < before
+        < float(landmark_loss(q, away, owner, positive, 0.1))
+    )
+    assert landmark_loss(q, states, torch.full((9,), -1), positive, 0.1) is None
+    assert landmark_loss(q, states, owner, torch.zeros(9, dtype=torch.bool), 0.1) is None
+
+
+def test_the_landmark_term_trains_on_pairs_with_answers_only(tmp_path, tiny_bert_dir, text_folder):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, landmark_weight=0.5, ict_keep_prob=1.0))
+    pairs = trainer.pairs[:4]
+    assert all(p.answer is not None for p in pairs)
+    parts = trainer.losses(pairs, step=0)
+    assert set(parts) == {"distill", "contrastive", "maxsim", "landmark"}
+    assert torch.isfinite(parts["landmark"]) and parts["landmark"] > 0
+    parts["landmark"].backward()
+    assert float(trainer.student.delta.grad.abs().sum()) > 0  # it reaches the landmark offset
+    unlocated = [Pair(p.query, p.positive) for p in pairs]
+    assert "landmark" not in trainer.losses(unlocated, step=0)
+    with pytest.raises(ValueError, match="landmark_weight"):
+        config(tmp_path, tiny_bert_dir, text_folder, landmark_weight=-1.0)
+
+
 def test_bf16_autocast_gives_the_same_losses_within_bf16_precision(tmp_path, tiny_bert_dir, text_folder):
     fp32 = Trainer(config(tmp_path, tiny_bert_dir, text_folder))
     bf16 = Trainer(config(tmp_path, tiny_bert_dir, text_folder, bf16=True))
@@ -192,6 +270,13 @@ def test_jsonl_pairs_and_bad_config(tmp_path, tiny_bert_dir):
     path.write_text('{"query": "q1", "positive": "p1", "negative": "n1"}\n{"anchor": "q2", "pos": ["p2"]}\n')
     pairs = load_pairs(path)
     assert [(p.query, p.positive, p.negative) for p in pairs] == [("q1", "p1", "n1"), ("q2", "p2", None)]
+    path.write_text('{"query": "q", "positive": "the answer is here", "answer": [4, 10]}\n')
+    assert load_pairs(path)[0].answer == (4, 10)
+    for bad in ("[4]", "[10, 4]", "[0, 99]", '"4-10"', "[true, 3]"):
+        (tmp_path / "bad.jsonl").write_text(f'{{"query": "q", "positive": "the answer is here", "answer": {bad}}}\n')
+        with pytest.raises(ValueError, match="answer"):
+            load_pairs(tmp_path / "bad.jsonl")
+    path.write_text('{"query": "q1", "positive": "p1", "negative": "n1"}\n{"anchor": "q2", "pos": ["p2"]}\n')
     (tmp_path / "bad.jsonl").write_text('{"question": "x"}\n')
     with pytest.raises(ValueError, match="query"):
         load_pairs(tmp_path / "bad.jsonl")
@@ -317,6 +402,12 @@ def test_training_on_documentation_sections(tmp_path, tiny_bert_dir):
     headed = [p for p in trainer.pairs if "heading" in p.query]
     assert headed and {p.query.split()[1] for p in headed} == {n[4:] for n in train_pages}
     assert all(p.negative and p.negative != p.positive for p in headed)
+    for pair in headed:  # the answer span is the body of the heading's section, inside the positive
+        assert pair.answer is not None
+        a, b = pair.answer
+        _, page, _, section, _ = pair.query.split()
+        assert pair.positive[a:b].lstrip().startswith(f"Part {section} of page {page}.")
+        assert f"Part {int(section) + 1} of page" not in pair.positive[a:b]  # it ends where the section ends
     trainer.train()
     assert (tmp_path / "out" / "lmk_config.json").is_file()
 
@@ -346,6 +437,8 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
         "--distill-only-steps",
         "1",
         "--distill-queries",
+        "--landmark-weight",
+        "0.5",
         "--bf16",
         "--window-min-tokens",
         "24",
@@ -357,6 +450,7 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
     recorded = json.loads((out / "lmk_config.json").read_text())["training"]["config"]
     assert (recorded["warmup_steps"], recorded["lr_decay"], recorded["distill_queries"]) == (1, "linear", True)
     assert (recorded["window_min_tokens"], recorded["window_max_tokens"], recorded["bf16"]) == (24, 48, True)
+    assert recorded["landmark_weight"] == 0.5
     assert "LMKEncoder(model=" in capsys.readouterr().out
     bad = args[:-5] + ["--window-min-tokens", "500", "--window-max-tokens", "100", "--no-progress"]
     assert main(bad) == 2 and "window_min_tokens" in capsys.readouterr().err

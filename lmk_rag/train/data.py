@@ -1,4 +1,4 @@
-"""Training pairs: (query, positive[, negative]) from JSONL, or inverse-cloze pairs from raw text."""
+"""Training pairs: (query, positive[, negative][, answer span]) from JSONL, or built from raw text."""
 
 from __future__ import annotations
 
@@ -15,18 +15,44 @@ from ..errors import InvalidInputError
 from ..sentences import sentence_starts
 
 if TYPE_CHECKING:
-    from ..eval.sections import Page
+    from ..eval.sections import Page, Section
 
 
 @dataclass(frozen=True)
 class Pair:
+    """A query, a text that answers it, an optional hard negative, and optionally where in the
+    positive the answer lies (character span ``[start, end)``), so training can tell the landmarks
+    that cover the answer from the other landmarks of the same text."""
+
     query: str
     positive: str
     negative: str | None = None
+    answer: tuple[int, int] | None = None
+
+
+def _answer_span(value: object, positive: str, where: str) -> tuple[int, int] | None:
+    """A JSONL line's ``answer`` field: absent/null, or [start, end) with 0 <= start < end <= len(positive)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list | tuple)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise InvalidInputError(
+            f"{where}: 'answer' must be [start, end] character offsets into 'positive', got {value!r}"
+        )
+    start, end = value
+    if not 0 <= start < end <= len(positive):
+        raise InvalidInputError(
+            f"{where}: 'answer' [{start}, {end}] must satisfy 0 <= start < end <= len(positive) = {len(positive)}"
+        )
+    return (start, end)
 
 
 def load_pairs(path: str | Path) -> list[Pair]:
-    """JSONL lines with ``query`` (or ``anchor``), ``positive`` (or ``pos``), optional ``negative``."""
+    """JSONL lines with ``query`` (or ``anchor``), ``positive`` (or ``pos``), optional ``negative``
+    and optional ``answer`` ([start, end) character offsets of the answer inside ``positive``)."""
     pairs = []
     with Path(path).open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -42,7 +68,8 @@ def load_pairs(path: str | Path) -> list[Pair]:
                 negative = negative[0] if negative else None
             if not isinstance(query, str) or not isinstance(positive, str):
                 raise InvalidInputError(f"{path}:{n}: each line needs string 'query' and 'positive' fields")
-            pairs.append(Pair(query, positive, negative if isinstance(negative, str) else None))
+            answer = _answer_span(row.get("answer"), positive, f"{path}:{n}")
+            pairs.append(Pair(query, positive, negative if isinstance(negative, str) else None, answer))
     if not pairs:
         raise InvalidInputError(f"{path}: no training pairs found")
     return pairs
@@ -93,8 +120,10 @@ def inverse_cloze_pairs(windows: list[str], keep_prob: float, seed: int, workers
             continue
         a, b = sentences[rng.randrange(len(sentences))]
         query = " ".join(window[a:b].split())
-        positive = window if rng.random() < keep_prob else (window[:a] + window[b:]).strip()
-        pairs.append(Pair(query, positive))
+        if rng.random() < keep_prob:
+            pairs.append(Pair(query, window, answer=(a, b)))  # the sentence is still there: it is the answer
+        else:
+            pairs.append(Pair(query, (window[:a] + window[b:]).strip()))
     return pairs
 
 
@@ -110,7 +139,8 @@ def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_c
     The passage begins up to a fifth of its length before the section, so the answer is not
     always at the front; documentation headings are real, human-written statements of need.
     The hard negative is a passage of the same page that does not overlap the positive (so the
-    landmarks learn which part of a document answers), when the page has room for one.
+    landmarks learn which part of a document answers), when the page has room for one. The
+    pair's ``answer`` is the part of the section's body inside the positive.
     """
     from ..eval.sections import query_sections
 
@@ -119,6 +149,14 @@ def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_c
     def passage(text: str, at: int, size: int) -> tuple[int, str]:
         start = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at)) + 1  # whole words
         return start, text[start : start + size].strip()
+
+    def answer_in(text: str, start: int, size: int, section: Section) -> tuple[int, int] | None:
+        raw = text[start : start + size]
+        first = start + len(raw) - len(raw.lstrip())  # where the stripped positive begins in the page
+        a, b = max(section.start, first) - first, min(section.end, start + size) - first
+        length = len(raw.strip())
+        a, b = min(a, length), min(b, length)
+        return (a, b) if a < b else None
 
     pairs = []
     for page, section in query_sections(pages):
@@ -129,5 +167,6 @@ def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_c
         ]  # passages that miss the positive
         negative = passage(page.text, rng.choice(others), size)[1] if others else ""
         if positive:
-            pairs.append(Pair(section.title, positive, negative or None))
+            answer = answer_in(page.text, start, size, section)
+            pairs.append(Pair(section.title, positive, negative or None, answer))
     return pairs

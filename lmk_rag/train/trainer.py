@@ -8,7 +8,10 @@ Objectives (weights in :class:`TrainConfig`):
   chunks well; landmarks should too);
 - score distillation (optional): the batch's MaxSim score distribution of each query
   towards the frozen base's chunk-then-embed scores (query mean-pooled, max over the same
-  chunks embedded alone), so contrastive steps cannot trade away the ranking chunks give.
+  chunks embedded alone), so contrastive steps cannot trade away the ranking chunks give;
+- landmark localisation (optional): for pairs that know where their answer lies, the
+  landmarks covering it against the other landmarks of the same page (the positive's and
+  the hard negative's), so the best landmark of a hit names the passage that answers.
 Parameters: LoRA (peft) on every linear layer plus a trained offset on the landmark
 token's input embedding, or full fine-tuning. Seeded; each step's batch is a function of
 (seed, step), so a run resumed from a checkpoint continues exactly.
@@ -65,6 +68,7 @@ class TrainConfig:
     distill_batch_size: int | None = None
     distill_queries: bool = False
     score_distill_weight: float = 0.0
+    landmark_weight: float = 0.0
     full_finetune: bool = False
     lora_r: int = 16
     lora_alpha: int = 32
@@ -105,8 +109,9 @@ class TrainConfig:
             raise InvalidInputError(f"stop_at_step must be in 1..steps={self.steps}, got {self.stop_at_step}")
         if self.max_seconds is not None and self.max_seconds <= 0:
             raise InvalidInputError(f"max_seconds must be > 0 (or None for no limit), got {self.max_seconds}")
-        if self.score_distill_weight < 0:
-            raise InvalidInputError(f"score_distill_weight must be >= 0, got {self.score_distill_weight}")
+        for name in ("score_distill_weight", "landmark_weight"):
+            if getattr(self, name) < 0:
+                raise InvalidInputError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.warmup_steps < 0:
             raise InvalidInputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.distill_batch_size is not None and self.distill_batch_size < 1:
@@ -235,6 +240,50 @@ def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Te
     return out.scatter_reduce(1, index, sims, reduce="amax", include_self=True)
 
 
+def answer_landmarks(spans: np.ndarray, text_of_chunk: np.ndarray, answers: list[tuple[int, int] | None]) -> np.ndarray:
+    """Mask of the landmarks whose chunk covers their text's answer span (texts past ``answers``,
+    or with ``None``, have none): overlap >= half of the shorter of chunk and answer, the rule
+    passage hit@1 scores with (:func:`lmk_rag.eval.metrics.passage_hits`)."""
+    known = text_of_chunk < len(answers)
+    bounds = np.array([a if a is not None else (0, 0) for a in answers], dtype=np.int64).reshape(-1, 2)
+    answer = bounds[np.where(known, text_of_chunk, 0)]
+    overlap = np.minimum(spans[:, 1], answer[:, 1]) - np.maximum(spans[:, 0], answer[:, 0])
+    shorter = np.minimum(spans[:, 1] - spans[:, 0], answer[:, 1] - answer[:, 0])
+    return known & (shorter > 0) & (overlap * 2 >= shorter)
+
+
+def _segment_logsumexp(values: torch.Tensor, segment: torch.Tensor, n: int) -> torch.Tensor:
+    """logsumexp of ``values`` within each of ``n`` segments (-inf for an empty one)."""
+    top = torch.full((n,), -torch.inf, device=values.device, dtype=values.dtype)
+    top = top.scatter_reduce(0, segment, values.detach(), reduce="amax").nan_to_num(neginf=0.0)
+    shifted = (values - top[segment]).exp()
+    total = torch.zeros(n, device=values.device, dtype=values.dtype).index_add(0, segment, shifted)
+    return total.log() + top
+
+
+def landmark_loss(
+    q: torch.Tensor, states: torch.Tensor, owner: torch.Tensor, positive: torch.Tensor, temperature: float
+) -> torch.Tensor | None:
+    """Multi-positive InfoNCE within each query's own landmarks: -log(sum over the answer's
+    landmarks / sum over all its landmarks) of exp(cos / temperature), mean over the queries that
+    have both kinds. ``owner[m]`` is the query landmark m belongs to (-1: none), ``positive[m]``
+    whether it covers the answer; ``q`` and ``states`` are normalised. None when no query qualifies."""
+    mine = owner >= 0
+    if not bool(mine.any()):
+        return None
+    who, vectors, hit = owner[mine], states[mine], positive[mine]
+    sims = (q[who] * vectors).sum(-1) / temperature
+    n = len(q)
+    counts = torch.bincount(who, minlength=n)
+    hits = torch.bincount(who[hit], minlength=n)
+    usable = (hits > 0) & (hits < counts)
+    if not bool(usable.any()):
+        return None
+    every = _segment_logsumexp(sims, who, n)
+    answer = _segment_logsumexp(sims[hit], who[hit], n)
+    return (every - answer)[usable].mean()
+
+
 def _distill_loss(states: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean (1 - cosine) between each landmark state and the base's embedding of its chunk alone."""
     return (1 - F.cosine_similarity(states, teacher, dim=-1)).mean()
@@ -304,6 +353,8 @@ class Trainer:
         c = self.config
         self.enc._rng = np.random.default_rng([c.seed, step, 1])
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
+        # which pair each document serves: the positives in order, then each hard negative's pair
+        doc_owner = np.array(list(range(len(pairs))) + [i for i, p in enumerate(pairs) if p.negative], dtype=np.int64)
         queries = [p.query for p in pairs]
         contrast = step >= c.distill_only_steps
         distill_queries = c.distill_weight > 0 and c.distill_queries
@@ -337,7 +388,36 @@ class Trainer:
                     self._score_distill(queries, maxsim_logits, teacher_chunks, text_of_chunk, len(docs))
                     * c.score_distill_weight
                 )
+            if c.landmark_weight > 0:
+                located = self._landmark_term(pairs, q, states, text_of_chunk, layout, doc_owner)
+                if located is not None:
+                    out["landmark"] = located * c.landmark_weight
         return out
+
+    def _landmark_term(
+        self,
+        pairs: list[Pair],
+        q: torch.Tensor,
+        states: torch.Tensor,
+        text_of_chunk: torch.Tensor,
+        layout: Any,
+        doc_owner: np.ndarray,
+    ) -> torch.Tensor | None:
+        """The landmark localisation loss over the pairs that carry an answer span: the landmarks
+        of their positive and hard negative compete, the ones covering the answer win."""
+        chunk_text = text_of_chunk.cpu().numpy()
+        answers = [p.answer for p in pairs]
+        positive = answer_landmarks(np.asarray(layout.spans), chunk_text, answers)
+        located = np.array([a is not None for a in answers])
+        owner = np.where(located[doc_owner[chunk_text]], doc_owner[chunk_text], -1)
+        device = states.device
+        return landmark_loss(
+            q,
+            F.normalize(states, dim=-1),
+            torch.as_tensor(owner, device=device),
+            torch.as_tensor(positive, device=device),
+            self.config.temperature,
+        )
 
     def _teacher_chunks(self, texts: list[str], text_of_chunk: torch.Tensor, layout, device) -> torch.Tensor:
         """The frozen base's embedding of each landmark's chunk read alone (what chunk-then-embed stores)."""
