@@ -251,6 +251,8 @@ def test_saved_folder_reloads_with_its_settings_and_identical_vectors(tmp_path, 
     np.testing.assert_allclose(a.encode(texts), pooled.numpy(), atol=1e-4)
     base = LMKEncoder(tiny_bert_dir, granularity=8, device="cpu", normalize=False)
     assert not np.allclose(a.encode(texts), base.encode(texts), atol=1e-3)
+    adapter = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == str(tiny_bert_dir)  # the name the run was given
 
 
 def test_resume_continues_exactly(tmp_path, tiny_bert_dir, text_folder):
@@ -302,6 +304,9 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
 
     assert (SHIPPED_ADAPTER / "lmk_config.json").is_file()
     assert sum(f.stat().st_size for f in SHIPPED_ADAPTER.rglob("*") if f.is_file()) < 8 * 2**20  # a few MB
+    for folder in SHIPPED_ADAPTER.parent.iterdir():  # no path of the machine that trained them
+        adapter = json.loads((folder / "adapter" / "adapter_config.json").read_text())
+        assert adapter["base_model_name_or_path"] == DEFAULT_MODEL, folder
     default = LMKEncoder(device="cpu")
     base = LMKEncoder(DEFAULT_MODEL, device="cpu")
     assert default.model_name == SHIPPED_ADAPTER_NAME and default.adapter_name == SHIPPED_ADAPTER.name

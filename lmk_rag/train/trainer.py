@@ -564,6 +564,7 @@ class Trainer:
         else:
             self.student.model.save_pretrained(str(self.out / ADAPTER_DIR))
             base = c.base_model
+            _record_adapter_base(self.out / ADAPTER_DIR, base)
         save_file({"delta": self.student.delta.detach().cpu().contiguous()}, str(self.out / DELTA_NAME))
         LMKFolderConfig(
             base_model=base,
@@ -574,6 +575,15 @@ class Trainer:
         ).save(self.out)
         (self.out / "history.json").write_text(json.dumps(self.history), encoding="utf-8")
         return self.out
+
+
+def _record_adapter_base(adapter: Path, base: str) -> None:
+    """peft records the folder the base was loaded from (this machine's site-packages for the
+    packaged default); record the name the run was given instead, which resolves anywhere."""
+    path = adapter / "adapter_config.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    settings["base_model_name_or_path"] = base
+    path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def train(config: TrainConfig) -> Path:
