@@ -55,6 +55,37 @@ def similarity_dips(vectors: np.ndarray) -> np.ndarray:
     return adjacent < adjacent.mean() - adjacent.std()
 
 
+#: name -> (radius, peak weight, BM25 weight, BM25 context): the dense rule's per-landmark scores
+#: and BM25 scores of the query against each landmark's text (its chunk, or the chunk with
+#: ``context`` neighbours each side), each min-max scaled within the document, mixed
+#: ``(1 - w) * dense + w * bm25``. Exploratory: can the query's words find the passage in a
+#: document the dense scores already chose?
+LEXICAL: dict[str, tuple[int, float, float, int]] = {
+    "peak + BM25 0.3": (0, 1.0, 0.3, 0),
+    "peak + BM25 0.5": (0, 1.0, 0.5, 0),
+    "peak + BM25(+-1) 0.3": (0, 1.0, 0.3, 1),
+    "region + BM25 0.3": (2, 0.5, 0.3, 0),
+}
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.zeros_like(values, dtype=np.float64)
+
+
+def chunk_bm25(query: str, text: str, spans: np.ndarray, context: int) -> np.ndarray:
+    """BM25 score of ``query`` against each landmark's text (with ``context`` neighbours each side),
+    the document's landmarks being the collection (bm25s, English stopwords)."""
+    import bm25s
+
+    n = len(spans)
+    pieces = [text[spans[max(0, j - context), 0] : spans[min(n - 1, j + context), 1]] for j in range(n)]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(pieces, stopwords="en", show_progress=False), show_progress=False)
+    words = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+    return np.asarray(retriever.get_scores(words), dtype=np.float64) if words else np.zeros(n)
+
+
 def segmented_scores(sims: np.ndarray, radius: int, weight: float, breaks: np.ndarray | None) -> np.ndarray:
     """passage_scores with each neighbourhood also clipped at the segment boundaries ``breaks``
     (each segment scored on its own, so its ends clip the neighbourhood as a document's do)."""
@@ -78,7 +109,7 @@ def main() -> None:
     else:
         haystack = [SourceText(page.name, page.text) for d in dev for page in read_domain_pages(d)]
         tasks = needle_tasks(haystack, count, lengths=(1024, 4096), docs_per_length=40, kind="needle")
-    results: dict[str, list[float]] = {name: [] for name in RULES}
+    results: dict[str, list[float]] = {name: [] for name in [*RULES, *LEXICAL]}
     for task in tasks:
         multi = encoder.encode_multi(task.doc_texts)
         q = encoder.encode_query(task.query_texts)
@@ -97,6 +128,18 @@ def main() -> None:
                 best = int(np.argmax(segmented_scores(sims[top][:, qi], radius, weight, breaks)))
                 a, b = multi[top].spans[best]
                 spans[(qi, top)] = (int(a), int(b))
+            hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
+            results[name].append(float(np.mean(list(hits.values()))))
+            print(f"  {name}: passage hit@1 {results[name][-1]:.3f}")
+        for name, (radius, weight, lexical, context) in LEXICAL.items():
+            spans = {}
+            for qi in range(len(task.query_ids)):
+                top = int(np.argmax(scores[qi]))
+                doc_spans = np.asarray(multi[top].spans)
+                dense = minmax(passage_scores(sims[top][:, qi], radius=radius, peak_weight=weight))
+                words = minmax(chunk_bm25(task.query_texts[qi], task.doc_texts[top], doc_spans, context))
+                best = int(np.argmax((1 - lexical) * dense + lexical * words))
+                spans[(qi, top)] = (int(doc_spans[best, 0]), int(doc_spans[best, 1]))
             hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
             results[name].append(float(np.mean(list(hits.values()))))
             print(f"  {name}: passage hit@1 {results[name][-1]:.3f}")
