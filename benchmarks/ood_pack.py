@@ -105,7 +105,7 @@ def write_pairs(packed: Path, out: Path, args: argparse.Namespace) -> None:
     pairs = build_pairs(config, tokenize)
     with out.open("w", encoding="utf-8") as f:
         for pair in pairs:
-            row = {"query": pair.query, "positive": pair.positive}
+            row: dict[str, Any] = {"query": pair.query, "positive": pair.positive}
             if pair.negative:
                 row["negative"] = pair.negative
             if pair.answer:
