@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -86,6 +87,17 @@ def chunk_bm25(query: str, text: str, spans: np.ndarray, context: int) -> np.nda
     return np.asarray(retriever.get_scores(words), dtype=np.float64) if words else np.zeros(n)
 
 
+def hit_rate(scores: np.ndarray, task: Any, spans: dict[tuple[int, int], tuple[int, int]]) -> float:
+    """Passage hit@1 of ``task`` when MaxSim ranks by ``scores`` and ``spans`` name the passages."""
+    hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
+    return float(np.mean(list(hits.values())))
+
+
+def record(results: dict[str, list[float]], name: str, value: float) -> None:
+    results[name].append(value)
+    print(f"  {name}: passage hit@1 {value:.3f}")
+
+
 def segmented_scores(sims: np.ndarray, radius: int, weight: float, breaks: np.ndarray | None) -> np.ndarray:
     """passage_scores with each neighbourhood also clipped at the segment boundaries ``breaks``
     (each segment scored on its own, so its ends clip the neighbourhood as a document's do)."""
@@ -120,6 +132,7 @@ def main() -> None:
             "paragraph": [paragraph_breaks(text, np.asarray(m.spans)) for text, m in zip(task.doc_texts, multi)],
             "dip": [similarity_dips(m.vectors) for m in multi],
         }
+
         for name, (radius, weight, stop) in RULES.items():
             spans: dict[tuple[int, int], tuple[int, int]] = {}
             for qi in range(len(task.query_ids)):
@@ -128,9 +141,7 @@ def main() -> None:
                 best = int(np.argmax(segmented_scores(sims[top][:, qi], radius, weight, breaks)))
                 a, b = multi[top].spans[best]
                 spans[(qi, top)] = (int(a), int(b))
-            hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
-            results[name].append(float(np.mean(list(hits.values()))))
-            print(f"  {name}: passage hit@1 {results[name][-1]:.3f}")
+            record(results, name, hit_rate(scores, task, spans))
         for name, (radius, weight, lexical, context) in LEXICAL.items():
             spans = {}
             for qi in range(len(task.query_ids)):
@@ -140,9 +151,7 @@ def main() -> None:
                 words = minmax(chunk_bm25(task.query_texts[qi], task.doc_texts[top], doc_spans, context))
                 best = int(np.argmax((1 - lexical) * dense + lexical * words))
                 spans[(qi, top)] = (int(doc_spans[best, 0]), int(doc_spans[best, 1]))
-            hits = passage_hits(scores, task.query_ids, task.doc_ids, task.answers, spans)
-            results[name].append(float(np.mean(list(hits.values()))))
-            print(f"  {name}: passage hit@1 {results[name][-1]:.3f}")
+            record(results, name, hit_rate(scores, task, spans))
     print("\n| rule | " + " | ".join(t.name for t in tasks) + " | mean |")
     print("|---|" + "---:|" * (len(tasks) + 1))
     for name, values in results.items():

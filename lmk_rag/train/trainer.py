@@ -353,8 +353,6 @@ class Trainer:
         c = self.config
         self.enc._rng = np.random.default_rng([c.seed, step, 1])
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
-        # which pair each document serves: the positives in order, then each hard negative's pair
-        doc_owner = np.array(list(range(len(pairs))) + [i for i, p in enumerate(pairs) if p.negative], dtype=np.int64)
         queries = [p.query for p in pairs]
         contrast = step >= c.distill_only_steps
         distill_queries = c.distill_weight > 0 and c.distill_queries
@@ -389,7 +387,7 @@ class Trainer:
                     * c.score_distill_weight
                 )
             if c.landmark_weight > 0:
-                located = self._landmark_term(pairs, q, states, text_of_chunk, layout, doc_owner)
+                located = self._landmark_term(pairs, q, states, text_of_chunk, layout)
                 if located is not None:
                     out["landmark"] = located * c.landmark_weight
         return out
@@ -401,10 +399,11 @@ class Trainer:
         states: torch.Tensor,
         text_of_chunk: torch.Tensor,
         layout: Any,
-        doc_owner: np.ndarray,
     ) -> torch.Tensor | None:
         """The landmark localisation loss over the pairs that carry an answer span: the landmarks
         of their positive and hard negative compete, the ones covering the answer win."""
+        # the pair each document serves: the positives in order, then each hard negative's pair
+        doc_owner = np.array([*range(len(pairs)), *(i for i, p in enumerate(pairs) if p.negative)], dtype=np.int64)
         chunk_text = text_of_chunk.cpu().numpy()
         answers = [p.answer for p in pairs]
         positive = answer_landmarks(np.asarray(layout.spans), chunk_text, answers)
