@@ -62,7 +62,15 @@ def passage_hits(
     return hits
 
 
+def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """Row-wise: does passage ``[a, b)`` cover answer ``[c, d)`` (both ``(n, 2)``)? They overlap by at
+    least half of the shorter of the two (which must not be empty). Training uses the same rule to
+    mark the landmarks that hold an answer (:func:`lmk_rag.train.trainer.answer_landmarks`)."""
+    passages, answers = np.asarray(passages).reshape(-1, 2), np.asarray(answers).reshape(-1, 2)
+    overlap = np.minimum(passages[:, 1], answers[:, 1]) - np.maximum(passages[:, 0], answers[:, 0])
+    shorter = np.minimum(passages[:, 1] - passages[:, 0], answers[:, 1] - answers[:, 0])
+    return (shorter > 0) & (overlap * 2 >= shorter)
+
+
 def _covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:
-    overlap = min(passage[1], answer[1]) - max(passage[0], answer[0])
-    shorter = min(passage[1] - passage[0], answer[1] - answer[0])
-    return shorter > 0 and overlap * 2 >= shorter
+    return bool(spans_cover(np.array([passage]), np.array([answer]))[0])

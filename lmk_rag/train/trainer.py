@@ -243,13 +243,12 @@ def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Te
 def answer_landmarks(spans: np.ndarray, text_of_chunk: np.ndarray, answers: list[tuple[int, int] | None]) -> np.ndarray:
     """Mask of the landmarks whose chunk covers their text's answer span (texts past ``answers``,
     or with ``None``, have none): overlap >= half of the shorter of chunk and answer, the rule
-    passage hit@1 scores with (:func:`lmk_rag.eval.metrics.passage_hits`)."""
+    passage hit@1 scores with (:func:`lmk_rag.eval.metrics.spans_cover`)."""
+    from ..eval.metrics import spans_cover
+
     known = text_of_chunk < len(answers)
     bounds = np.array([a if a is not None else (0, 0) for a in answers], dtype=np.int64).reshape(-1, 2)
-    answer = bounds[np.where(known, text_of_chunk, 0)]
-    overlap = np.minimum(spans[:, 1], answer[:, 1]) - np.maximum(spans[:, 0], answer[:, 0])
-    shorter = np.minimum(spans[:, 1] - spans[:, 0], answer[:, 1] - answer[:, 0])
-    return known & (shorter > 0) & (overlap * 2 >= shorter)
+    return known & spans_cover(spans, bounds[np.where(known, text_of_chunk, 0)])
 
 
 def _segment_logsumexp(values: torch.Tensor, segment: torch.Tensor, n: int) -> torch.Tensor:
