@@ -219,6 +219,18 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     add_encoder_options(ex, exclude=("model", "device", "batch_size", "max_batch_tokens"))
 
+    mg = sub.add_parser(
+        "merge",
+        help="interpolate the weights of LMK adapters trained on the same base (model soup)",
+        description="Write to OUT the LMK folder whose weights are the weighted sum of MODEL adapters' "
+        "(e.g. your own domain's adapter and the shipped one: a model between the two, no training). "
+        "Exact: the result is one LoRA adapter of the summed rank.",
+    )
+    mg.add_argument("models", metavar="MODEL", nargs="+", help="two or more LMK folders or shipped adapter names")
+    mg.add_argument("--weights", type=_floats, required=True, help="comma-separated, one per MODEL, summing to 1")
+    mg.add_argument("--output", required=True, help="folder to write (must not exist or be empty, unless --overwrite)")
+    mg.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+
     tr = sub.add_parser("train", help="teach an encoder to pool at landmarks (LoRA or full fine-tuning)")
     tr.add_argument("--output", required=True, help="folder to write; LMKEncoder(model=folder) loads it")
     tr.add_argument("--base-model", default=None, help="model folder or hub id (default: packaged all-MiniLM-L6-v2)")
@@ -545,6 +557,14 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_merge(args: argparse.Namespace) -> int:
+    from .train.merge import merge_lmk_folders
+
+    out = merge_lmk_folders(args.models, args.weights, args.output, overwrite=args.overwrite)
+    print(f"wrote {out}; load it with LMKEncoder(model={str(out)!r})")
+    return 0
+
+
 def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .encoder import LMKEncoder
     from .eval import beir_task, default_haystack, evaluate, needle_tasks, parse_methods, read_folder, write_report
@@ -620,6 +640,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_copy(args)
         if args.command == "export":
             return run_export(args)
+        if args.command == "merge":
+            return run_merge(args)
     except KeyboardInterrupt:
         print(f"lmk-rag {args.command}: interrupted; run it again to resume", file=sys.stderr)
         return 130

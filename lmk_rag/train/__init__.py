@@ -1,6 +1,7 @@
 """LMK training: contrastive + MaxSim + landmark distillation, LoRA or full fine-tuning."""
 
 from .data import Pair, inverse_cloze_pairs, load_pairs, section_pairs, text_windows
+from .merge import merge_lmk_folders
 from .trainer import TrainConfig, Trainer, train
 
 __all__ = [
@@ -9,6 +10,7 @@ __all__ = [
     "Trainer",
     "inverse_cloze_pairs",
     "load_pairs",
+    "merge_lmk_folders",
     "section_pairs",
     "text_windows",
     "train",

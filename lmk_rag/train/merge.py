@@ -1,0 +1,206 @@
+"""Weight-space interpolation of LMK adapters trained on the same base ("model soup", WiSE-FT).
+
+Two adapters trained for different document families (say one on your own documents, one for
+documentation in general) often trade one family for the other. Interpolating their weights,
+``W = W_base + sum_i w_i * delta_i``, gives a model between them at no training cost, and is often
+better than either on a mix. Each LoRA delta is ``s_i * B_i @ A_i`` (``s_i`` the adapter's
+scaling), so the weighted sum is itself *exactly* a LoRA of rank ``sum r_i``: ``A`` the stacked
+``A_i`` and ``B`` the side-by-side ``w_i * s_i * B_i``, with scaling 1. The landmark offsets are
+interpolated with the same weights. The result is an ordinary LMK folder: ``LMKEncoder(model=out)``,
+``lmk-rag eval``, ``LMKEncoder.save(format="sentence-transformers")`` all read it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import InvalidInputError, InvalidTypeError, PathNotFoundError
+from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig, is_lmk_folder
+from ..models import resolve_model_path
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+# Adapter settings whose effect the merge cannot reproduce exactly: refused rather than ignored.
+_UNSUPPORTED = {"use_dora": "DoRA", "alpha_pattern": "per-module alpha", "rank_pattern": "per-module rank"}
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    name: str  # as the user gave it
+    folder: Path
+    config: LMKFolderConfig
+    settings: dict[str, Any]  # adapter_config.json
+    weights: dict[str, torch.Tensor]
+    delta: torch.Tensor
+
+    @property
+    def scaling(self) -> float:
+        r, alpha = int(self.settings["r"]), float(self.settings["lora_alpha"])
+        return alpha / math.sqrt(r) if self.settings.get("use_rslora") else alpha / r
+
+
+def merge_lmk_folders(
+    models: Sequence[str | os.PathLike[str]],
+    weights: Sequence[float],
+    output: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """Write to ``output`` the LMK folder whose weights are ``sum_i weights[i] * models[i]``.
+
+    ``models``: two or more LMK folders written by ``lmk-rag train`` (LoRA), or names of shipped
+    adapters, all on the same base model with the same landmark token. ``weights``: one per model,
+    each >= 0, summing to 1 (an interpolation; 0.5/0.5 is the midpoint). Granularity, prefixes and
+    layout are taken from the first model. Returns the folder written.
+    """
+    if isinstance(models, (str, os.PathLike)) or not isinstance(models, Sequence):
+        raise InvalidTypeError("models must be a list of two or more LMK folders or shipped adapter names")
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+        raise InvalidTypeError("weights must be a list of numbers, one per model")
+    if len(models) < 2:
+        raise InvalidInputError(f"models: merging needs two or more LMK folders, got {len(models)}")
+    if len(weights) != len(models):
+        raise InvalidInputError(f"weights: one per model is needed ({len(models)} models), got {len(weights)}")
+    ws = _check_weights(weights)
+    out = Path(output).expanduser()
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise InvalidInputError(f"output={str(out)!r} exists and is not empty; choose another folder or pass overwrite")
+    adapters = [_read(m) for m in models]
+    _check_compatible(adapters)
+
+    merged = _merged_lora(adapters, ws)
+    delta = sum((w * a.delta for w, a in zip(ws, adapters, strict=True)), torch.zeros_like(adapters[0].delta))
+    _write(out, adapters, ws, merged, delta)
+    return out
+
+
+def _check_weights(weights: Sequence[float]) -> list[float]:
+    ws: list[float] = []
+    for i, w in enumerate(weights):
+        if isinstance(w, bool) or not isinstance(w, (int, float)):
+            raise InvalidTypeError(f"weights[{i}] must be a number, got {type(w).__name__}")
+        if not math.isfinite(w) or w < 0:
+            raise InvalidInputError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
+        ws.append(float(w))
+    if abs(sum(ws) - 1.0) > 1e-6:
+        raise InvalidInputError(
+            f"weights must sum to 1 (they interpolate between the models), got {ws} summing to {sum(ws):.6g}"
+        )
+    return ws
+
+
+def _read(model: str | os.PathLike[str]) -> _Adapter:
+    from safetensors.torch import load_file
+
+    if not isinstance(model, (str, os.PathLike)):
+        raise InvalidTypeError(
+            f"each model must be a folder path or a shipped adapter name, got {type(model).__name__}"
+        )
+    path, _ = resolve_model_path(model)
+    folder = Path(path)
+    if not folder.is_dir():
+        raise PathNotFoundError(
+            f"model {str(model)!r}: no LMK folder there (hub models cannot be merged; download first)"
+        )
+    if not is_lmk_folder(folder):
+        raise InvalidInputError(
+            f"model {str(model)!r} is not an LMK folder (no lmk_config.json): only trained LMK adapters merge"
+        )
+    adapter = folder / ADAPTER_DIR
+    if not (adapter / ADAPTER_WEIGHTS).is_file() or not (folder / DELTA_NAME).is_file():
+        raise InvalidInputError(
+            f"model {str(model)!r} holds no LoRA adapter ({ADAPTER_DIR}/{ADAPTER_WEIGHTS} and {DELTA_NAME}): "
+            "merging interpolates LoRA adapters; fully fine-tuned folders are not supported"
+        )
+    settings = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    if settings.get("peft_type") != "LORA":
+        raise InvalidInputError(f"model {str(model)!r}: adapter type {settings.get('peft_type')!r}, only LORA merges")
+    for key, what in _UNSUPPORTED.items():
+        if settings.get(key):
+            raise InvalidInputError(f"model {str(model)!r}: its adapter uses {what}, which merging does not support")
+    return _Adapter(
+        name=str(model),
+        folder=folder,
+        config=LMKFolderConfig.load(folder),
+        settings=settings,
+        weights=load_file(str(adapter / ADAPTER_WEIGHTS)),
+        delta=load_file(str(folder / DELTA_NAME))["delta"].float(),
+    )
+
+
+def _check_compatible(adapters: list[_Adapter]) -> None:
+    first = adapters[0]
+    for a in adapters[1:]:
+        for what, mine, theirs in (
+            ("base model", a.config.base_model, first.config.base_model),
+            ("landmark token id", a.config.landmark_token_id, first.config.landmark_token_id),
+            ("pooling", a.config.pooling, first.config.pooling),
+        ):
+            if mine != theirs:
+                raise InvalidInputError(
+                    f"models {first.name!r} and {a.name!r} differ in {what} ({theirs!r} vs {mine!r}): "
+                    "only adapters of the same base and landmark token merge"
+                )
+        if set(a.weights) != set(first.weights):
+            raise InvalidInputError(
+                f"models {first.name!r} and {a.name!r} adapt different modules "
+                f"({sorted(set(first.weights) ^ set(a.weights))[:3]}...): train them with the same target modules"
+            )
+        if a.delta.shape != first.delta.shape:
+            raise InvalidInputError(f"models {first.name!r} and {a.name!r} have landmark offsets of different sizes")
+
+
+def _merged_lora(adapters: list[_Adapter], ws: list[float]) -> dict[str, torch.Tensor]:
+    """Exact sum of the weighted deltas as one LoRA of scaling 1: A stacked, B side by side."""
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in adapters[0].weights.items():
+        if ".lora_A." in key:
+            out[key] = torch.cat([a.weights[key].float() for a in adapters], dim=0).to(tensor.dtype)
+        elif ".lora_B." in key:
+            parts = [w * a.scaling * a.weights[key].float() for w, a in zip(ws, adapters, strict=True)]
+            out[key] = torch.cat(parts, dim=1).to(tensor.dtype)
+        else:
+            raise InvalidInputError(
+                f"model {adapters[0].name!r}: adapter weight {key!r} is neither lora_A nor lora_B; "
+                "only plain LoRA adapters merge"
+            )
+    return out
+
+
+def _write(
+    out: Path, adapters: list[_Adapter], ws: list[float], lora: dict[str, torch.Tensor], delta: torch.Tensor
+) -> None:
+    from safetensors.torch import save_file
+
+    if out.exists():
+        shutil.rmtree(out)
+    (out / ADAPTER_DIR).mkdir(parents=True)
+    rank = sum(int(a.settings["r"]) for a in adapters)
+    settings = dict(adapters[0].settings)
+    settings.update(r=rank, lora_alpha=rank, use_rslora=False, inference_mode=True)
+    (out / ADAPTER_DIR / ADAPTER_CONFIG).write_text(
+        json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    save_file({k: v.contiguous() for k, v in lora.items()}, str(out / ADAPTER_DIR / ADAPTER_WEIGHTS))
+    save_file({"delta": delta.to(adapters[0].delta.dtype).contiguous()}, str(out / DELTA_NAME))
+    first = adapters[0].config
+    LMKFolderConfig(
+        base_model=first.base_model,
+        pooling=first.pooling,
+        granularity=first.granularity,
+        landmark_token_id=first.landmark_token_id,
+        query_prefix=first.query_prefix,
+        document_prefix=first.document_prefix,
+        layout=first.layout,
+        max_length=first.max_length,
+        training={"merged_from": [{"model": a.name, "weight": w} for a, w in zip(adapters, ws, strict=True)]},
+    ).save(out)

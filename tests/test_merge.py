@@ -1,0 +1,146 @@
+"""Weight interpolation of LMK adapters: exact, loadable, and refused with a clear error when it cannot be."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from lmk_rag import LMKEncoder
+from lmk_rag.train import TrainConfig, Trainer, merge_lmk_folders
+from tests.cli_runner import run_cli
+
+SOURCES = {
+    "bread.txt": "A sourdough starter is fed daily with flour and water. Grey liquid on top means it is hungry. "
+    "Bulk fermentation takes four to six hours at room temperature. Bake at 250 degrees.",
+    "bike.txt": "Check tyre pressure every week because tubes lose air slowly. Oil each chain roller once. "
+    "Replace a chain stretched by three quarters of a percent. Adjust the barrel a quarter turn.",
+    "tides.txt": "Spring tides come at new and full moon when the Sun and Moon line up. Neap tides come at the "
+    "quarter moons. The Bay of Fundy has a tidal range of sixteen metres. Storm surges raise the sea.",
+}
+TEXTS = ["Spring tides come at new and full moon when the Sun and Moon line up. " * 4, "neap tides"]
+
+
+@pytest.fixture(scope="module")
+def two_adapters(tmp_path_factory, tiny_bert_dir):
+    """Two LoRA adapters of the tiny model, trained apart (different seeds and ranks)."""
+    root = tmp_path_factory.mktemp("adapters")
+    texts = root / "texts"
+    texts.mkdir()
+    for name, text in SOURCES.items():
+        (texts / name).write_text(text * 4)
+    folders = []
+    for seed, rank in ((0, 4), (1, 8)):
+        config = TrainConfig(
+            output=str(root / f"run{seed}"),
+            base_model=str(tiny_bert_dir),
+            texts=[str(texts)],
+            granularities=[8],
+            steps=2,
+            batch_size=2,
+            lr=5e-2,
+            lora_r=rank,
+            window_min_tokens=24,
+            window_max_tokens=48,
+            show_progress=False,
+            seed=seed,
+        )
+        folders.append(Trainer(config).train())
+    return folders
+
+
+def merged_weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.float() for k, v in LMKEncoder(model=str(model), device="cpu").model.state_dict().items()}
+
+
+def test_the_merge_is_the_weighted_sum_of_the_merged_models(tmp_path, two_adapters):
+    a, b = two_adapters
+    out = merge_lmk_folders([a, b], [0.3, 0.7], tmp_path / "soup")
+    wa, wb, ws = merged_weights(a), merged_weights(b), merged_weights(out)
+    assert max((0.3 * wa[k] + 0.7 * wb[k] - ws[k]).abs().max().item() for k in ws) < 1e-5
+    assert any((wa[k] - wb[k]).abs().max() > 1e-3 for k in ws)  # the two adapters do differ
+    adapter = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert adapter["r"] == 12 and adapter["lora_alpha"] == 12  # ranks add up; scaling folded into B
+    record = json.loads((out / "lmk_config.json").read_text())
+    assert record["granularity"] == 8
+    assert record["training"]["merged_from"] == [{"model": str(a), "weight": 0.3}, {"model": str(b), "weight": 0.7}]
+
+
+def test_a_weight_of_one_gives_that_adapters_vectors(tmp_path, two_adapters):
+    a, b = two_adapters
+    out = merge_lmk_folders([a, b], [1.0, 0.0], tmp_path / "only-a")
+    np.testing.assert_allclose(
+        LMKEncoder(model=str(out), device="cpu").encode(TEXTS),
+        LMKEncoder(model=str(a), device="cpu").encode(TEXTS),
+        atol=1e-6,
+    )
+
+
+def test_shipped_adapters_merge_by_name(tmp_path):
+    out = merge_lmk_folders(
+        ["lmk-rag/all-MiniLM-L6-v2-lmk-v3", "lmk-rag/all-MiniLM-L6-v2-lmk"], [0.5, 0.5], tmp_path / "s"
+    )
+    vectors = LMKEncoder(model=str(out), device="cpu").encode(TEXTS)
+    assert np.isfinite(vectors).all()
+    for name in ("lmk-rag/all-MiniLM-L6-v2-lmk-v3", "lmk-rag/all-MiniLM-L6-v2-lmk"):
+        assert not np.allclose(vectors, LMKEncoder(model=name, device="cpu").encode(TEXTS), atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("weights", "error", "match"),
+    [
+        ([0.5, 0.6], ValueError, "sum to 1"),
+        ([1.5, -0.5], ValueError, r"weights\[1\].*>= 0"),
+        ([float("nan"), 1.0], ValueError, r"weights\[0\].*finite"),
+        ([1.0], ValueError, "one per model"),
+        (["0.5", 0.5], TypeError, r"weights\[0\] must be a number"),
+        (0.5, TypeError, "weights must be a list"),
+    ],
+)
+def test_bad_weights_are_refused(tmp_path, two_adapters, weights, error, match):
+    with pytest.raises(error, match=match):
+        merge_lmk_folders(list(two_adapters), weights, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_models_that_cannot_merge_are_refused(tmp_path, two_adapters, tiny_bert_dir):
+    a, b = two_adapters
+    with pytest.raises(ValueError, match="two or more"):
+        merge_lmk_folders([a], [1.0], tmp_path / "x")
+    with pytest.raises(TypeError, match="models must be a list"):
+        merge_lmk_folders(str(a), [1.0], tmp_path / "x")
+    with pytest.raises(ValueError, match="not an LMK folder"):
+        merge_lmk_folders([a, tiny_bert_dir], [0.5, 0.5], tmp_path / "x")
+    other = tmp_path / "other-base"
+    shutil.copytree(b, other)
+    cfg = json.loads((other / "lmk_config.json").read_text())
+    (other / "lmk_config.json").write_text(json.dumps({**cfg, "base_model": "some/other-model"}))
+    with pytest.raises(ValueError, match="differ in base model"):
+        merge_lmk_folders([a, other], [0.5, 0.5], tmp_path / "x")
+    full = tmp_path / "full"
+    shutil.copytree(b, full)
+    shutil.rmtree(full / "adapter")
+    with pytest.raises(ValueError, match="fully fine-tuned folders are not supported"):
+        merge_lmk_folders([a, full], [0.5, 0.5], tmp_path / "x")
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty"):
+        merge_lmk_folders([a, b], [0.5, 0.5], taken)
+    assert (taken / "keep.txt").read_text() == "mine"
+    assert merge_lmk_folders([a, b], [0.5, 0.5], taken, overwrite=True) == taken
+    assert not (taken / "keep.txt").exists()
+
+
+def test_merge_command_line(tmp_path, two_adapters):
+    a, b = two_adapters
+    out = tmp_path / "cli-soup"
+    done = run_cli("merge", str(a), str(b), "--weights", "0.25,0.75", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert str(out) in done.stdout
+    assert np.isfinite(LMKEncoder(model=str(out), device="cpu").encode(TEXTS)).all()
+    bad = run_cli("merge", str(a), str(b), "--weights", "0.5", "--output", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "one per model" in bad.stderr
