@@ -22,7 +22,7 @@ import numpy as np
 
 from lmk_rag import LMKEncoder
 from lmk_rag.eval.domains import domain_tasks, domains_of
-from lmk_rag.eval.metrics import _covers, retrieval_metrics
+from lmk_rag.eval.metrics import retrieval_metrics, span_covers
 from lmk_rag.index import QdrantIndex
 
 
@@ -66,7 +66,8 @@ def main() -> None:
                     run[qid] = {h.id: float(10 - r) for r, h in enumerate(hits)}  # rank order, ties impossible
                     if qid in task.answers:
                         doc, start, end = task.answers[qid]
-                        hits1.append(float(bool(hits) and hits[0].id == doc and _covers(hits[0].span, (start, end))))
+                        found = bool(hits) and hits[0].id == doc and span_covers(hits[0].span, (start, end))
+                        hits1.append(float(found))
                 aggregate, _ = retrieval_metrics(task.qrels, run)
                 table[method][task.name] = (aggregate["nDCG@10"], float(np.mean(hits1)) if hits1 else float("nan"))
             idx.close()

@@ -58,7 +58,7 @@ def passage_hits(
         doc, start, end = answers[qid]
         top = int(np.argmax(scores[qi]))
         span = passage_spans.get((qi, top))
-        hits[qid] = float(doc_ids[top] == doc and span is not None and _covers(span, (start, end)))
+        hits[qid] = float(doc_ids[top] == doc and span is not None and span_covers(span, (start, end)))
     return hits
 
 
@@ -72,5 +72,6 @@ def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:
     return (shorter > 0) & (overlap * 2 >= shorter)
 
 
-def _covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:
+def span_covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:
+    """:func:`spans_cover` for one passage and one answer."""
     return bool(spans_cover(np.array([passage]), np.array([answer]))[0])
