@@ -16,6 +16,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,8 @@ def merge_lmk_folders(
         raise InvalidInputError(f"output={str(out)!r} exists and is not empty; choose another folder or pass overwrite")
     adapters = [_read(m) for m in models]
     _check_compatible(adapters)
+    if out.resolve() in {a.folder.resolve() for a in adapters}:
+        raise InvalidInputError(f"output={str(out)!r} is one of the models being merged; write to another folder")
 
     merged = _merged_lora(adapters, ws)
     delta = sum((w * a.delta for w, a in zip(ws, adapters, strict=True)), torch.zeros_like(adapters[0].delta))
@@ -179,10 +182,29 @@ def _merged_lora(adapters: list[_Adapter], ws: list[float]) -> dict[str, torch.T
 def _write(
     out: Path, adapters: list[_Adapter], ws: list[float], lora: dict[str, torch.Tensor], delta: torch.Tensor
 ) -> None:
+    # Written beside the destination and moved in whole, so a failure never leaves half a folder
+    # (nor, with overwrite, an old folder already deleted and no new one).
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        _write_folder(staging, adapters, ws, lora, delta)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            out.rename(old / out.name)
+            staging.rename(out)
+            shutil.rmtree(old)
+        else:
+            staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
+def _write_folder(
+    out: Path, adapters: list[_Adapter], ws: list[float], lora: dict[str, torch.Tensor], delta: torch.Tensor
+) -> None:
     from safetensors.torch import save_file
 
-    if out.exists():
-        shutil.rmtree(out)
     (out / ADAPTER_DIR).mkdir(parents=True)
     rank = sum(int(a.settings["r"]) for a in adapters)
     settings = dict(adapters[0].settings)
