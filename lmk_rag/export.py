@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError, InvalidTypeError
+from .folder_write import write_folder
 from .lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
 from .st_folder import MODULES_JSON, ST_CONFIG, TRANSFORMER_CONFIG
 
@@ -50,35 +50,18 @@ def save_encoder(encoder: LMKEncoder, path: str | Path, format: str = "lmk", ove
     if format in ("sentence-transformers", "multi-vector"):
         _check_exportable(encoder)
     folder = Path(path).expanduser()
-    exists = folder.exists() or folder.is_symlink()
-    if exists and (not folder.is_dir() or any(folder.iterdir())) and not overwrite:
-        raise InvalidInputError(
-            f"{str(folder)!r} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it"
-        )
-    target = folder.resolve()
-    for source in _source_folders(encoder):
-        if target == source or target in source.parents:
-            raise InvalidInputError(f"{str(folder)!r} holds this encoder's own model ({source}); save somewhere else")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
+
+    def write(staging: Path) -> None:
         if format == "lmk":
             _save_lmk(encoder, staging)
         elif format == "merged":
             _save_merged(encoder, staging)
         else:
             _save_sentence_transformers(encoder, staging, multi_vector=format == "multi-vector")
-        if exists:
-            old = staging.with_name(staging.name + ".old")
-            folder.rename(old)
-            staging.rename(folder)
-            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
-        else:
-            staging.rename(folder)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-    return folder
+
+    return write_folder(
+        folder, write, overwrite=overwrite, protected=_source_folders(encoder), what="this encoder's own model"
+    )
 
 
 def _source_folders(encoder: LMKEncoder) -> list[Path]:

@@ -128,13 +128,13 @@ def test_models_that_cannot_merge_are_refused(tmp_path, two_adapters, tiny_bert_
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
-    with pytest.raises(ValueError, match="not empty"):
+    with pytest.raises(ValueError, match="not an empty folder"):
         merge_lmk_folders([a, b], [0.5, 0.5], taken)
     assert (taken / "keep.txt").read_text() == "mine"
     assert merge_lmk_folders([a, b], [0.5, 0.5], taken, overwrite=True) == taken
     assert not (taken / "keep.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging left
-    with pytest.raises(ValueError, match="one of the models being merged"):
+    with pytest.raises(ValueError, match="holds a model being merged"):
         merge_lmk_folders([a, b], [0.5, 0.5], a, overwrite=True)
     assert (a / "adapter" / "adapter_model.safetensors").is_file()
 

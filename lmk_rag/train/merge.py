@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 import torch
 
 from ..errors import InvalidInputError, InvalidTypeError, PathNotFoundError
+from ..folder_write import check_destination, write_folder
 from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig, is_lmk_folder
 from ..models import resolve_model_path
 
@@ -73,17 +72,19 @@ def merge_lmk_folders(
         raise InvalidInputError(f"weights: one per model is needed ({len(models)} models), got {len(weights)}")
     ws = _check_weights(weights)
     out = Path(output).expanduser()
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise InvalidInputError(f"output={str(out)!r} exists and is not empty; choose another folder or pass overwrite")
+    check_destination(out, overwrite=overwrite)  # before reading any weights
     adapters = [_read(m) for m in models]
     _check_compatible(adapters)
-    if out.resolve() in {a.folder.resolve() for a in adapters}:
-        raise InvalidInputError(f"output={str(out)!r} is one of the models being merged; write to another folder")
 
     merged = _merged_lora(adapters, ws)
     delta = sum((w * a.delta for w, a in zip(ws, adapters, strict=True)), torch.zeros_like(adapters[0].delta))
-    _write(out, adapters, ws, merged, delta)
-    return out
+    return write_folder(
+        out,
+        lambda staging: _write_folder(staging, adapters, ws, merged, delta),
+        overwrite=overwrite,
+        protected=[a.folder for a in adapters],
+        what="a model being merged",
+    )
 
 
 def _check_weights(weights: Sequence[float]) -> list[float]:
@@ -177,27 +178,6 @@ def _merged_lora(adapters: list[_Adapter], ws: list[float]) -> dict[str, torch.T
                 "only plain LoRA adapters merge"
             )
     return out
-
-
-def _write(
-    out: Path, adapters: list[_Adapter], ws: list[float], lora: dict[str, torch.Tensor], delta: torch.Tensor
-) -> None:
-    # Written beside the destination and moved in whole, so a failure never leaves half a folder
-    # (nor, with overwrite, an old folder already deleted and no new one).
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        _write_folder(staging, adapters, ws, lora, delta)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            out.rename(old / out.name)
-            staging.rename(out)
-            shutil.rmtree(old)
-        else:
-            staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
 
 
 def _write_folder(

@@ -1,0 +1,60 @@
+"""Writing a model folder whole: built beside its destination, moved into place only when complete.
+
+A failed write (an error, a full disk, a kill) leaves the destination as it was, never half a
+folder, and ``overwrite`` never deletes the old folder before the new one exists. Shared by
+``LMKEncoder.save`` / ``lmk-rag export`` and ``lmk-rag merge``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .errors import InvalidInputError
+
+
+def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path] = (), what: str = "") -> None:
+    """Refuse a destination that is not an empty folder (unless ``overwrite``), or that is (or
+    holds) one of the ``protected`` folders, the sources being read (``what`` names them)."""
+    exists = folder.exists() or folder.is_symlink()
+    if exists and (not folder.is_dir() or any(folder.iterdir())) and not overwrite:
+        raise InvalidInputError(
+            f"{str(folder)!r} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it"
+        )
+    target = folder.resolve()
+    for source in protected:
+        source = source.resolve()
+        if target == source or target in source.parents:
+            raise InvalidInputError(f"{str(folder)!r} holds {what or 'a source'} ({source}); write somewhere else")
+
+
+def write_folder(
+    folder: Path,
+    write: Callable[[Path], None],
+    *,
+    overwrite: bool,
+    protected: Iterable[Path] = (),
+    what: str = "",
+) -> Path:
+    """Check the destination (:func:`check_destination`), call ``write(staging)`` on an empty
+    sibling folder, then move it to ``folder`` (the old one, if any, removed after)."""
+    protected = list(protected)
+    check_destination(folder, overwrite=overwrite, protected=protected, what=what)
+    exists = folder.exists() or folder.is_symlink()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        write(staging)
+        if exists:
+            old = staging.with_name(staging.name + ".old")
+            folder.rename(old)
+            staging.rename(folder)
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+        else:
+            staging.rename(folder)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return folder
