@@ -22,6 +22,8 @@ import torch
 
 CONFIG_NAME = "lmk_config.json"
 ADAPTER_DIR = "adapter"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"  # inside ADAPTER_DIR, as peft writes it
+ADAPTER_CONFIG = "adapter_config.json"
 DELTA_NAME = "landmark_delta.safetensors"
 
 
@@ -50,6 +52,12 @@ class LMKFolderConfig:
 
 def is_lmk_folder(path: str | Path) -> bool:
     return (Path(path) / CONFIG_NAME).is_file()
+
+
+def has_lora_adapter(folder: Path) -> bool:
+    """The folder holds a LoRA adapter and a landmark offset (``lmk-rag train`` without
+    ``--full-finetune``): what continuing a run or merging adapters reads."""
+    return (folder / ADAPTER_DIR / ADAPTER_WEIGHTS).is_file() and (folder / DELTA_NAME).is_file()
 
 
 def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:

@@ -24,11 +24,17 @@ import torch
 
 from ..errors import InvalidInputError, InvalidTypeError, PathNotFoundError
 from ..folder_write import check_destination, write_folder
-from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig, is_lmk_folder
+from ..lmk_folder import (
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    DELTA_NAME,
+    LMKFolderConfig,
+    has_lora_adapter,
+    is_lmk_folder,
+)
 from ..models import resolve_model_path
 
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"
 # Adapter settings whose effect the merge cannot reproduce exactly: refused rather than ignored.
 _UNSUPPORTED = {"use_dora": "DoRA", "alpha_pattern": "per-module alpha", "rank_pattern": "per-module rank"}
 
@@ -120,7 +126,7 @@ def _read(model: str | os.PathLike[str]) -> _Adapter:
             f"model {str(model)!r} is not an LMK folder (no lmk_config.json): only trained LMK adapters merge"
         )
     adapter = folder / ADAPTER_DIR
-    if not (adapter / ADAPTER_WEIGHTS).is_file() or not (folder / DELTA_NAME).is_file():
+    if not has_lora_adapter(folder):
         raise InvalidInputError(
             f"model {str(model)!r} holds no LoRA adapter ({ADAPTER_DIR}/{ADAPTER_WEIGHTS} and {DELTA_NAME}): "
             "merging interpolates LoRA adapters; fully fine-tuned folders are not supported"

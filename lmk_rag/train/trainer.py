@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from ..batching import make_batch
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
-from ..lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
+from ..lmk_folder import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS, DELTA_NAME, LMKFolderConfig, has_lora_adapter
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
 from ..windows import build_sequences
 from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
@@ -321,10 +321,10 @@ class Trainer:
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
-        if not (folder / ADAPTER_DIR / "adapter_model.safetensors").is_file() or not (folder / DELTA_NAME).is_file():
+        if not has_lora_adapter(folder):
             raise InvalidInputError(
                 f"init_from={str(folder)!r} is not an LMK folder written by `lmk-rag train` (needs "
-                f"{ADAPTER_DIR}/adapter_model.safetensors and {DELTA_NAME})"
+                f"{ADAPTER_DIR}/{ADAPTER_WEIGHTS} and {DELTA_NAME})"
             )
         recorded = LMKFolderConfig.load(folder)
         if recorded.base_model != self.config.base_model:
@@ -332,7 +332,7 @@ class Trainer:
                 f"init_from={str(folder)!r} was trained on base {recorded.base_model!r}, this run's base is "
                 f"{self.config.base_model!r}: pass the same base_model"
             )
-        state = load_file(str(folder / ADAPTER_DIR / "adapter_model.safetensors"), device=str(self.enc.device))
+        state = load_file(str(folder / ADAPTER_DIR / ADAPTER_WEIGHTS), device=str(self.enc.device))
         result = set_peft_model_state_dict(self.student.model, state)
         unfit = [k for k in getattr(result, "unexpected_keys", []) if "lora" in k]
         if unfit:
@@ -578,7 +578,7 @@ class Trainer:
 def _record_adapter_base(adapter: Path, base: str) -> None:
     """peft records the folder the base was loaded from (this machine's site-packages for the
     packaged default); record the name the run was given instead, which resolves anywhere."""
-    path = adapter / "adapter_config.json"
+    path = adapter / ADAPTER_CONFIG
     settings = json.loads(path.read_text(encoding="utf-8"))
     settings["base_model_name_or_path"] = base
     path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
