@@ -302,7 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="distil the queries' landmark states too, not only the documents'",
     )
     tr.add_argument("--full-finetune", action="store_true", help="train all weights instead of LoRA")
-    tr.add_argument("--lora-r", type=int, default=16)
+    tr.add_argument("--lora-r", type=int, default=16, help="LoRA rank")
+    tr.add_argument(
+        "--lora-alpha",
+        type=int,
+        default=32,
+        help="LoRA alpha (updates scale by alpha / rank); with --init-from, the folder's rank and alpha",
+    )
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--checkpoint-every", type=int, default=50)
     tr.add_argument(
@@ -543,6 +549,7 @@ def run_train(args: argparse.Namespace) -> int:
         window_min_tokens=args.window_min_tokens,
         window_max_tokens=args.window_max_tokens,
         lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
         seed=args.seed,
         checkpoint_every=args.checkpoint_every,
         max_seconds=args.max_seconds,

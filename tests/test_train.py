@@ -132,6 +132,27 @@ def test_init_from_continues_from_a_trained_folder(tmp_path, tiny_bert_dir, text
         config(tmp_path, tiny_bert_dir, text_folder, init_from=str(first), full_finetune=True)
 
 
+def test_init_from_a_merged_folder_needs_its_rank_and_alpha(tmp_path, tiny_bert_dir, text_folder):
+    from lmk_rag.train.merge import merge_lmk_folders
+
+    first = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=2)).train()
+    merged = merge_lmk_folders([first, first], [0.5, 0.5], tmp_path / "merged")  # rank 16 + 16, alpha = rank
+    for r, alpha in ((16, 32), (32, 16)):  # a rank that differs, an alpha that would rescale silently
+        with pytest.raises(ValueError, match=r"rank 32 with lora_alpha 32.*--lora-r 32 --lora-alpha 32"):
+            Trainer(config(tmp_path, tiny_bert_dir, text_folder, init_from=str(merged), lora_r=r, lora_alpha=alpha))
+    with pytest.raises(ValueError, match="lora_alpha must be >= 1"):
+        config(tmp_path, tiny_bert_dir, text_folder, lora_alpha=0)
+    texts = ["Spring tides come at new and full moon.", "Bulk fermentation takes four to six hours."]
+    cont = Trainer(
+        config(tmp_path, tiny_bert_dir, text_folder, output=str(tmp_path / "next"), init_from=str(merged), lora_r=32)
+    )
+    cont.enc._rng = np.random.default_rng(0)
+    with torch.no_grad():  # the merge of a folder with itself is that folder: continuing starts from it
+        pooled, *_ = landmark_forward(cont.student, LMKEncoder(str(tiny_bert_dir), granularity=8), texts)
+    trained = LMKEncoder(model=str(first), granularity=8).encode(texts)
+    np.testing.assert_allclose(torch.nn.functional.normalize(pooled, dim=-1).numpy(), trained, atol=1e-5)
+
+
 def test_inverse_cloze_pairs_are_the_same_with_sentence_splitting_in_processes():
     from lmk_rag.train.data import inverse_cloze_pairs
 
@@ -449,6 +470,10 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
         "24",
         "--window-max-tokens",
         "48",
+        "--lora-r",
+        "8",
+        "--lora-alpha",
+        "16",
         "--no-progress",
     ]
     assert main(args) == 0
@@ -456,6 +481,8 @@ def test_train_command_line(tmp_path, tiny_bert_dir, text_folder, capsys):
     assert (recorded["warmup_steps"], recorded["lr_decay"], recorded["distill_queries"]) == (1, "linear", True)
     assert (recorded["window_min_tokens"], recorded["window_max_tokens"], recorded["bf16"]) == (24, 48, True)
     assert recorded["landmark_weight"] == 0.5
+    assert (recorded["lora_r"], recorded["lora_alpha"]) == (8, 16)
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["lora_alpha"] == 16
     assert "LMKEncoder(model=" in capsys.readouterr().out
     bad = args[:-5] + ["--window-min-tokens", "500", "--window-max-tokens", "100", "--no-progress"]
     assert main(bad) == 2 and "window_min_tokens" in capsys.readouterr().err

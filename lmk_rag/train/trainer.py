@@ -118,7 +118,7 @@ class TrainConfig:
             raise InvalidInputError(
                 f"distill_batch_size must be >= 1 (or None for batch_size), got {self.distill_batch_size}"
             )
-        for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r"):
+        for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r", "lora_alpha"):
             if getattr(self, name) < 1:
                 raise InvalidInputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.batch_size < 2:
@@ -332,6 +332,7 @@ class Trainer:
                 f"init_from={str(folder)!r} was trained on base {recorded.base_model!r}, this run's base is "
                 f"{self.config.base_model!r}: pass the same base_model"
             )
+        self._check_init_shape(folder)
         state = load_file(str(folder / ADAPTER_DIR / ADAPTER_WEIGHTS), device=str(self.enc.device))
         result = set_peft_model_state_dict(self.student.model, state)
         unfit = [k for k in getattr(result, "unexpected_keys", []) if "lora" in k]
@@ -339,6 +340,24 @@ class Trainer:
             raise InvalidInputError(f"init_from={str(folder)!r}: LoRA weights that do not fit this run: {unfit[:3]}")
         with torch.no_grad():
             self.student.delta.copy_(load_file(str(folder / DELTA_NAME))["delta"].to(self.student.delta.device))
+
+    def _check_init_shape(self, folder: Path) -> None:
+        """The run's LoRA rank and alpha must be the folder's: a rank that differs fails deep in
+        torch, an alpha that differs silently rescales every update the folder learned (a merged
+        folder has rank = the ranks summed and alpha = rank)."""
+        try:
+            adapter = json.loads((folder / ADAPTER_DIR / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise InvalidInputError(
+                f"init_from={str(folder)!r}: unreadable {ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}"
+            ) from err
+        r, alpha = adapter.get("r"), adapter.get("lora_alpha")
+        if (r, alpha) != (self.config.lora_r, self.config.lora_alpha):
+            raise InvalidInputError(
+                f"init_from={str(folder)!r} holds a LoRA of rank {r} with lora_alpha {alpha}; this run has "
+                f"lora_r={self.config.lora_r}, lora_alpha={self.config.lora_alpha}: pass --lora-r {r} "
+                f"--lora-alpha {alpha} (lora_r={r}, lora_alpha={alpha})"
+            )
 
     # ---------------------------------------------------------------- losses
     def _autocast(self) -> AbstractContextManager:
