@@ -4,9 +4,6 @@ quantized landmarks, hybrid BM25, copying between stores, and old local-mode fol
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +15,7 @@ from lmk_rag.index import ChromaIndex, QdrantIndex, copy_index
 from lmk_rag.index.fusion import fuse
 from lmk_rag.index.qdrant_layout import default_prefetch_limit, point_id
 
+from ..cli_runner import run_cli
 from .test_index_contract import META, NAMES, TEXTS
 
 RARE = "Error XQ-7731 means the flux valve overheated; let it cool for an hour before restarting the pump."
@@ -26,18 +24,11 @@ QUERIES = [
     "sourdough starter hooch",
     "Bay of Fundy tidal range",
 ]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def filled(index: QdrantIndex | ChromaIndex) -> QdrantIndex | ChromaIndex:
     index.add(TEXTS + [RARE], ids=NAMES + ["pump.md"], metadatas=META + [{"topic": "pump", "n": 9, "public": False}])
     return index
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300
-    )
 
 
 def all_vectors(index) -> dict[str, tuple]:
@@ -237,14 +228,16 @@ def test_an_old_local_mode_folder_is_recognised_and_converted(tmp_path, base_enc
     write_old_local_mode_index(old, base_encoder)
     with pytest.raises(IncompatibleIndexError, match=f"lmk-rag copy qdrant-local:{old} qdrant:NEW_FOLDER"):
         QdrantIndex(old, encoder=base_encoder)
-    refused = cli("search", "tides", "--index", f"qdrant:{old}")
+    refused = run_cli("search", "tides", "--index", f"qdrant:{old}")
     assert refused.returncode == 2 and "lmk-rag copy qdrant-local:" in refused.stderr
-    converted = cli("copy", f"qdrant-local:{old}", f"qdrant:{new}", "--no-progress")
+    converted = run_cli("copy", f"qdrant-local:{old}", f"qdrant:{new}", "--no-progress")
     assert converted.returncode == 0, converted.stderr[-2000:]
     assert "copied 5 documents" in converted.stdout
-    found = cli("search", "How many copies of the Gutenberg Bible were printed?", "--index", f"qdrant:{new}", "--json")
+    found = run_cli(
+        "search", "How many copies of the Gutenberg Bible were printed?", "--index", f"qdrant:{new}", "--json"
+    )
     assert json.loads(found.stdout)[0]["id"] == "printing_press.md"
-    hybrid = cli("search", "Bay of Fundy", "--index", f"qdrant:{new}", "--mode", "hybrid", "--json")
+    hybrid = run_cli("search", "Bay of Fundy", "--index", f"qdrant:{new}", "--mode", "hybrid", "--json")
     assert json.loads(hybrid.stdout)[0]["id"] == "tides.md"
     source = QdrantIndex(local_path=old, encoder=base_encoder)
     target = QdrantIndex(new, encoder=base_encoder)
