@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +10,8 @@ import pytest
 from lmk_rag.errors import InvalidInputError, PathNotFoundError
 from lmk_rag.eval import beir_task
 from lmk_rag.eval.domains import DOMAINS, SPLITS, domain_tasks, domains_of, export_beir, parse_html, read_domain_pages
+
+from ..cli_runner import run_cli
 
 PAGE = """<html><head><title>t</title><script>var x = 1;</script></head><body>
 <div class="navheader"><a href="prev.html">Prev</a> Chapter 3 <a href="next.html">Next</a></div>
@@ -104,31 +103,13 @@ def test_domain_tasks_and_their_beir_export_round_trip(docs_root, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_exports_and_evaluates_domains(docs_root, tmp_path, tiny_bert_dir):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LMK_DOCS_ROOT": str(docs_root)}
-    base = [
-        sys.executable,
-        "-m",
-        "lmk_rag.cli",
-        "eval",
-        "--model",
-        str(tiny_bert_dir),
-        "--device",
-        "cpu",
-        "--task",
-        "domains:git",
-        "--no-progress",
-    ]
-    none = subprocess.run(
-        [*base, "--methods", "none", "--task", "domains:django"], capture_output=True, text=True, timeout=300, env=env
-    )
+def test_cli_exports_and_evaluates_domains(docs_root, tmp_path, tiny_bert_dir, monkeypatch):
+    monkeypatch.setenv("LMK_DOCS_ROOT", str(docs_root))
+    base = ["eval", "--model", str(tiny_bert_dir), "--device", "cpu", "--task", "domains:git", "--no-progress"]
+    none = run_cli(*base, "--methods", "none", "--task", "domains:django")
     assert none.returncode == 2 and "apt-get download python-django-doc" in none.stderr  # one clear line
-    out = subprocess.run(
-        [*base, "--methods", "lmk:16,bm25", "--export-beir", str(tmp_path / "beir"), "--out", str(tmp_path / "report")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
+    out = run_cli(
+        *base, "--methods", "lmk:16,bm25", "--export-beir", str(tmp_path / "beir"), "--out", str(tmp_path / "report")
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "beir" / "domain-git" / "corpus.jsonl").is_file()

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +10,8 @@ import pytest
 from lmk_rag.eval import beir_task, default_haystack, evaluate, is_faq, needle_tasks, parse_methods, write_report
 from lmk_rag.eval.corpora import SourceText, split_of, strip_faq_sections
 from lmk_rag.eval.metrics import passage_hits, retrieval_metrics, score_run
+
+from ..cli_runner import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -168,29 +167,12 @@ def test_bad_method_and_task_specs(counter):
 
 @pytest.mark.slow
 def test_cli_eval_end_to_end(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "report"
-    cmd = [
-        sys.executable,
-        "-m",
-        "lmk_rag.cli",
-        "eval",
-        "--device",
-        "cpu",
-        "--methods",
-        "lmk:64,bm25",
-        "--lengths",
-        "256",
-        "--docs-per-length",
-        "4",
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    args = ["eval", "--device", "cpu", "--methods", "lmk:64,bm25", "--lengths", "256", "--docs-per-length", "4"]
+    proc = run_cli(*args, "--out", str(out), "--no-progress")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| lmk-multi-k64 |" in proc.stdout and (out / "accuracy_by_length.png").is_file()
-    bad = subprocess.run(cmd[:6] + ["--methods", "nope"], capture_output=True, text=True, timeout=120, env=env)
+    bad = run_cli(*args[:3], "--methods", "nope")
     assert bad.returncode == 2 and "unknown method" in bad.stderr
 
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -13,6 +9,8 @@ from lmk_rag.eval.corpora import split_of
 from lmk_rag.eval.metrics import passage_hits
 from lmk_rag.eval.sections import parse_rst, query_sections, read_rst_pages, section_task, short_section_task
 from lmk_rag.train.data import section_pairs
+
+from ..cli_runner import run_cli
 
 PAGE = """\
 .. _tides-howto:
@@ -155,35 +153,12 @@ def test_cli_sections_task(tmp_path, tiny_bert_dir):
         (docs_folder / f"page{i}.rst").write_text(
             page.replace("Moon raises", f"Moon{i} raises").replace("neap", f"neap{i}")
         )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = tmp_path / "report"
-    cmd = [
-        sys.executable,
-        "-m",
-        "lmk_rag.cli",
-        "eval",
-        "--device",
-        "cpu",
-        "--model",
-        str(tiny_bert_dir),
-        "--methods",
-        "lmk:16,chunk:16,bm25",
-        "--task",
-        "sections-short",
-        "--docs-folder",
-        str(docs_folder),
-        "--out",
-        str(out),
-        "--no-progress",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    args = ["eval", "--device", "cpu", "--model", str(tiny_bert_dir), "--methods", "lmk:16,chunk:16,bm25"]
+    proc = run_cli(
+        *args, "--task", "sections-short", "--docs-folder", str(docs_folder), "--out", str(out), "--no-progress"
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "docs-sections-short" in proc.stdout and "| bm25 |" in proc.stdout
-    bad = subprocess.run(
-        cmd[:-5] + ["--docs-folder", str(tmp_path / "none"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    bad = run_cli(*args, "--task", "sections-short", "--docs-folder", str(tmp_path / "none"), "--out", str(out))
     assert bad.returncode == 2 and "does not exist" in bad.stderr
