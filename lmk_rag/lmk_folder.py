@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from .errors import InvalidInputError
+
 CONFIG_NAME = "lmk_config.json"
 ADAPTER_DIR = "adapter"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # inside ADAPTER_DIR, as peft writes it
@@ -79,3 +81,18 @@ def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:
         with torch.no_grad():
             emb.weight[landmark_id] += delta.to(emb.weight.dtype).to(emb.weight.device)
     return model.eval()
+
+
+def lora_settings(folder: Path) -> dict[str, Any]:
+    """The LoRA adapter's settings (``adapter/adapter_config.json``: rank, alpha, target modules),
+    as continuing a run and merging adapters check them."""
+    path = folder / ADAPTER_DIR / ADAPTER_CONFIG
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InvalidInputError(
+            f"{str(path)!r} is unreadable ({err}): write the folder again (`lmk-rag train`)"
+        ) from err
+    if not isinstance(settings, dict):
+        raise InvalidInputError(f"{str(path)!r} holds no JSON object: write the folder again (`lmk-rag train`)")
+    return settings

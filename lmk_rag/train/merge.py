@@ -32,6 +32,7 @@ from ..lmk_folder import (
     LMKFolderConfig,
     has_lora_adapter,
     is_lmk_folder,
+    lora_settings,
 )
 from ..models import resolve_model_path
 
@@ -131,7 +132,7 @@ def _read(model: str | os.PathLike[str]) -> _Adapter:
             f"model {str(model)!r} holds no LoRA adapter ({ADAPTER_DIR}/{ADAPTER_WEIGHTS} and {DELTA_NAME}): "
             "merging interpolates LoRA adapters; fully fine-tuned folders are not supported"
         )
-    settings = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    settings = lora_settings(folder)
     if settings.get("peft_type") != "LORA":
         raise InvalidInputError(f"model {str(model)!r}: adapter type {settings.get('peft_type')!r}, only LORA merges")
     for key, what in _UNSUPPORTED.items():

@@ -35,7 +35,15 @@ import torch.nn.functional as F
 from ..batching import make_batch
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
-from ..lmk_folder import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS, DELTA_NAME, LMKFolderConfig, has_lora_adapter
+from ..lmk_folder import (
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    DELTA_NAME,
+    LMKFolderConfig,
+    has_lora_adapter,
+    lora_settings,
+)
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
 from ..windows import build_sequences
 from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
@@ -345,12 +353,7 @@ class Trainer:
         """The run's LoRA rank and alpha must be the folder's: a rank that differs fails deep in
         torch, an alpha that differs silently rescales every update the folder learned (a merged
         folder has rank = the ranks summed and alpha = rank)."""
-        try:
-            adapter = json.loads((folder / ADAPTER_DIR / ADAPTER_CONFIG).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise InvalidInputError(
-                f"init_from={str(folder)!r}: unreadable {ADAPTER_DIR}/{ADAPTER_CONFIG}: {err}"
-            ) from err
+        adapter = lora_settings(folder)
         r, alpha = adapter.get("r"), adapter.get("lora_alpha")
         if (r, alpha) != (self.config.lora_r, self.config.lora_alpha):
             raise InvalidInputError(
