@@ -125,6 +125,11 @@ def test_models_that_cannot_merge_are_refused(tmp_path, two_adapters, tiny_bert_
     shutil.rmtree(full / "adapter")
     with pytest.raises(ValueError, match="fully fine-tuned folders are not supported"):
         merge_lmk_folders([a, full], [0.5, 0.5], tmp_path / "x")
+    broken = tmp_path / "broken"
+    shutil.copytree(b, broken)
+    (broken / "adapter" / "adapter_config.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"adapter_config.json' is unreadable .*write the folder again"):
+        merge_lmk_folders([a, broken], [0.5, 0.5], tmp_path / "x")
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
