@@ -131,8 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--passage",
         default=DEFAULT_PASSAGE_RULE,
-        choices=PASSAGE_RULES,
-        help="passage rule of the multi-vector lmk rows (as `lmk-rag search --passage`)",
+        help=f"passage rule of the multi-vector lmk rows (as `lmk-rag search --passage`): one of {PASSAGE_RULES}, "
+        "or several joined by commas (`peak,region`: one row per rule from one encoding)",
     )
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
     ev.add_argument("--title", default="lmk-rag eval")

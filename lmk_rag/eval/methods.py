@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..landmarks import build_layout, fixed_chunk_ends
-from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
+from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, check_passage_rule, locate_passage
 from .tasks import RetrievalTask
 
 
@@ -79,13 +80,30 @@ class NativePooling(Method):
         return [MethodResult(f"{self.name}-truncated", q @ docs.T, None, seconds, tokens, 1.0)]
 
 
+def passage_rules(passage: str | Sequence[str]) -> tuple[str, ...]:
+    """One rule or several (``"peak,region"`` or a sequence), each checked, without repeats."""
+    items = passage.split(",") if isinstance(passage, str) else list(passage)
+    rules = tuple(dict.fromkeys(check_passage_rule(r.strip()) for r in items if r.strip()))
+    if not rules:
+        raise InvalidInputError(f"passage must name at least one of {PASSAGE_RULES}, got {passage!r}")
+    return rules
+
+
 class LandmarkPooling(Method):
-    """LMK at granularity k: single vector (mean of landmarks) and multi-vector (MaxSim)."""
+    """LMK at granularity k: single vector (mean of landmarks) and multi-vector (MaxSim).
+
+    With several passage rules, the documents are encoded once and each rule gets its own
+    multi-vector row (``lmk-multi-k32-peak``, ``lmk-multi-k32-region``): same ranking, different
+    passages, compared on the same vectors at the cost of one encoding."""
 
     def __init__(
-        self, k: int | str, readout: str = "lmk", passage: str = DEFAULT_PASSAGE_RULE, **encoder_kwargs: Any
+        self,
+        k: int | str,
+        readout: str = "lmk",
+        passage: str | Sequence[str] = DEFAULT_PASSAGE_RULE,
+        **encoder_kwargs: Any,
     ) -> None:
-        self.passage = check_passage_rule(passage)
+        self.passages = passage_rules(passage)
         self.encoder = LMKEncoder(pooling=readout, granularity=k, **encoder_kwargs)
         self.prefix = {"lmk": "lmk", "mean": "lmkmean", "lmk+mean": "lmkmix"}[readout]
         self.name = f"{self.prefix}-k{k}"
@@ -100,12 +118,13 @@ class LandmarkPooling(Method):
         counts = np.array([len(m) for m in multi])
         vectors = np.concatenate([m.vectors for m in multi])
         spans = np.concatenate([np.asarray(m.spans) for m in multi])
-        scores, best = _maxsim(q, vectors, counts, spans, locate=lambda sims: locate_passage(sims, self.passage))
         tokens = int(sum(m.n_tokens for m in multi))
-        return [
-            MethodResult(f"{self.prefix}-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0),
-            MethodResult(f"{self.prefix}-multi-k{self.k}", scores, best, seconds, tokens, float(counts.mean())),
-        ]
+        results = [MethodResult(f"{self.prefix}-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0)]
+        for rule in self.passages:
+            scores, best = _maxsim(q, vectors, counts, spans, locate=lambda sims, r=rule: locate_passage(sims, r))
+            name = f"{self.prefix}-multi-k{self.k}" + (f"-{rule}" if len(self.passages) > 1 else "")
+            results.append(MethodResult(name, scores, best, seconds, tokens, float(counts.mean())))
+        return results
 
 
 class ChunkThenEmbed(Method):
@@ -166,9 +185,13 @@ METHOD_HELP = (
 _READOUT = {"lmk": "lmk", "lmkmean": "mean", "lmkmix": "lmk+mean"}
 
 
-def parse_methods(specs: str | list[str], passage: str = DEFAULT_PASSAGE_RULE, **encoder_kwargs: Any) -> list[Method]:
+def parse_methods(
+    specs: str | list[str], passage: str | Sequence[str] = DEFAULT_PASSAGE_RULE, **encoder_kwargs: Any
+) -> list[Method]:
     """``"cls,mean,lmk:32,chunk:128,bm25"`` -> methods sharing one loaded model; ``passage``: the
-    rule that names the passage of the landmark methods' hits (:mod:`lmk_rag.passages`)."""
+    rule(s) that name the passage of the landmark methods' hits (:mod:`lmk_rag.passages`;
+    several, e.g. ``"peak,region"``, give one multi-vector row each from one encoding)."""
+    rules = passage_rules(passage)  # checked before any model loads
     items = specs.split(",") if isinstance(specs, str) else list(specs)
     methods: list[Method] = []
     for raw in items:
@@ -182,7 +205,7 @@ def parse_methods(specs: str | list[str], passage: str = DEFAULT_PASSAGE_RULE, *
             method: Method = NativePooling(kind, **kwargs)
         elif kind in _READOUT:
             k: int | str = 32 if arg is None else (arg if arg == "sentence" else int(arg))
-            method = LandmarkPooling(k, readout=_READOUT[kind], passage=passage, **kwargs)
+            method = LandmarkPooling(k, readout=_READOUT[kind], passage=rules, **kwargs)
         elif kind == "chunk":
             method = ChunkThenEmbed(int(arg or 128), **kwargs)
         else:

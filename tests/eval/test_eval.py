@@ -181,3 +181,18 @@ def test_methods_may_name_their_own_model(small_tasks, tiny_bert_dir):
     assert methods[0].encoder.dimension == 32
     rows = evaluate(small_tasks[:1], methods, progress=False)
     assert {r.method for r in rows} == {f"lmk-k16@{tiny_bert_dir.name}", f"lmk-multi-k16@{tiny_bert_dir.name}", "bm25"}
+
+
+def test_several_passage_rules_share_one_encoding(small_tasks, tiny_bert_dir):
+    methods = parse_methods(f"lmk:16@{tiny_bert_dir}", passage="peak, region,peak", device="cpu")
+    assert methods[0].passages == ("peak", "region")  # trimmed, checked, repeats dropped
+    rows = {r.method.split("@")[0]: r for r in evaluate(small_tasks[:1], methods, progress=False)}
+    assert set(rows) == {"lmk-k16", "lmk-multi-k16-peak", "lmk-multi-k16-region"}
+    peak, region = rows["lmk-multi-k16-peak"], rows["lmk-multi-k16-region"]
+    # One encoding: the same ranking and cost; only the passage (and its hit rate) may differ.
+    assert peak.encode_seconds == region.encode_seconds
+    for key in ("nDCG@10", "MRR", "top1"):
+        assert peak.metrics[key] == region.metrics[key]
+    assert "passage_hit@1" in peak.metrics and "passage_hit@1" in region.metrics
+    with pytest.raises(ValueError, match="at least one"):
+        parse_methods("lmk:32", passage=" , ")
