@@ -128,6 +128,11 @@ DOMAINS: dict[str, Domain] = {
         ),
         Domain("nodejs", "nodejs-doc", "usr/share/doc/nodejs/api", "dev", exclude=("all.html", "index.html")),
         Domain("sqlite", "sqlite3-doc", "usr/share/doc/sqlite3", "dev", exclude=("releaselog/*", "changes.html")),
+        # Three more dev domains (2026-12-05), far from every train domain (a Haskell compiler, a mail
+        # server, personal accounting): with two, the dev bounds of issue #12 were near noise.
+        Domain("ghc", "ghc-doc", "usr/share/doc/ghc-doc/html/users_guide", "dev", exclude=_SPHINX_CHROME),
+        Domain("postfix", "postfix-doc", "usr/share/doc/postfix/html", "dev"),
+        Domain("gnucash", "gnucash-docs", "usr/share/doc/gnucash-docs/gnucash-guide-en", "dev"),
         Domain("git", "git-doc", "usr/share/doc/git-doc", "test", exclude=("RelNotes/*",)),
         Domain(
             "postgresql",
