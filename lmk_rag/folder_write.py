@@ -7,6 +7,7 @@ folder, and ``overwrite`` never deletes the old folder before the new one exists
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
@@ -30,6 +31,32 @@ def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path
             raise InvalidInputError(f"{str(folder)!r} holds {what or 'a source'} ({source}); write somewhere else")
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the OS allows (Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
+
+
+def open_permissions(folder: Path) -> None:
+    """Give ``folder`` and everything in it the modes a plain ``open()`` / ``mkdir()`` gives
+    (0666 / 0777 less the umask). ``tempfile.mkdtemp`` and safetensors create theirs private
+    (0700 / 0600), so a model folder written by one user (a build job, a container's uid) could not
+    be read by another (the server that loads it)."""
+    mask = _umask()
+    for path in (folder, *folder.rglob("*")):
+        if path.is_symlink():
+            continue
+        mode = 0o777 if path.is_dir() else 0o666 | (path.stat().st_mode & 0o111)
+        path.chmod(mode & ~mask)
+
+
 def write_folder(
     folder: Path,
     write: Callable[[Path], None],
@@ -39,7 +66,8 @@ def write_folder(
     what: str = "",
 ) -> Path:
     """Check the destination (:func:`check_destination`), call ``write(staging)`` on an empty
-    sibling folder, then move it to ``folder`` (the old one, if any, removed after)."""
+    sibling folder, open its permissions (:func:`open_permissions`), then move it to ``folder``
+    (the old one, if any, removed after)."""
     protected = list(protected)
     check_destination(folder, overwrite=overwrite, protected=protected, what=what)
     exists = folder.exists() or folder.is_symlink()
@@ -47,6 +75,7 @@ def write_folder(
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write(staging)
+        open_permissions(staging)
         if exists:
             old = staging.with_name(staging.name + ".old")
             folder.rename(old)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,6 +80,26 @@ def test_a_weight_of_one_gives_that_adapters_vectors(tmp_path, two_adapters):
         LMKEncoder(model=str(a), device="cpu").encode(TEXTS),
         atol=1e-6,
     )
+
+
+def modes(folder: Path) -> set[tuple[bool, int]]:
+    return {(p.is_dir(), stat.S_IMODE(p.stat().st_mode)) for p in (folder, *folder.rglob("*"))}
+
+
+def test_written_folders_have_the_modes_of_plain_files_under_the_umask(tmp_path, two_adapters):
+    # safetensors writes 0600 and mkdtemp 0700: a model folder written by one user (a build job)
+    # could not be loaded by another (a server). Trainer and merge output follow the umask instead.
+    previous = os.umask(0o022)
+    try:
+        shared = merge_lmk_folders(two_adapters, [0.5, 0.5], tmp_path / "shared")
+        os.umask(0o077)
+        private = merge_lmk_folders(two_adapters, [0.5, 0.5], tmp_path / "private")
+    finally:
+        os.umask(previous)
+    assert modes(shared) == {(True, 0o755), (False, 0o644)}
+    assert modes(private) == {(True, 0o700), (False, 0o600)}
+    trained = modes(two_adapters[0])  # the Trainer's own output, under the test process's umask
+    assert trained == {(True, 0o777 & ~previous), (False, 0o666 & ~previous)}
 
 
 def test_shipped_adapters_merge_by_name(tmp_path):

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from ..batching import make_batch
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
+from ..folder_write import open_permissions
 from ..lmk_folder import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
@@ -594,6 +595,7 @@ class Trainer:
             training=record,
         ).save(self.out)
         (self.out / "history.json").write_text(json.dumps(self.history), encoding="utf-8")
+        open_permissions(self.out)  # safetensors writes 0600: another user could not load the model
         return self.out
 
 
