@@ -27,8 +27,9 @@ SHIPPED_ADAPTERS: dict[str, Path] = {
     "lmk-rag/all-MiniLM-L6-v2-lmk": _TRAINED / "all-MiniLM-L6-v2-lmk",  # "F", the default until 2026-12
     "lmk-rag/all-MiniLM-L6-v2-lmk-v2": _TRAINED / "all-MiniLM-L6-v2-lmk-v2",  # "Q", out-of-domain recipe
     "lmk-rag/all-MiniLM-L6-v2-lmk-v3": _TRAINED / "all-MiniLM-L6-v2-lmk-v3",  # "T2", Q + Python-weighted steps
+    "lmk-rag/all-MiniLM-L6-v2-lmk-v4": _TRAINED / "all-MiniLM-L6-v2-lmk-v4",  # "S50", T2 and F merged half and half
 }
-SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk-v3"
+SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk-v4"
 SHIPPED_ADAPTER = SHIPPED_ADAPTERS[SHIPPED_ADAPTER_NAME]
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

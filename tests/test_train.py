@@ -340,7 +340,9 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
     assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
 
 
-@pytest.mark.parametrize("previous", ["lmk-rag/all-MiniLM-L6-v2-lmk", "lmk-rag/all-MiniLM-L6-v2-lmk-v2"])
+@pytest.mark.parametrize(
+    "previous", ["lmk-rag/all-MiniLM-L6-v2-lmk", "lmk-rag/all-MiniLM-L6-v2-lmk-v2", "lmk-rag/all-MiniLM-L6-v2-lmk-v3"]
+)
 def test_the_previous_shipped_adapters_still_load_and_their_indexes_are_not_mixed_with_the_new(tmp_path, previous):
     from lmk_rag.errors import IncompatibleIndexError
     from lmk_rag.index.qdrant import QdrantIndex
