@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,20 +32,28 @@ class MethodResult:
     vectors_per_doc: float
 
 
-def _maxsim(q: np.ndarray, vectors: np.ndarray, counts: np.ndarray, spans: np.ndarray, locate=np.argmax):
-    """Doc score = max over its vectors; also, for each (q, doc), the span of the vector that
-    ``locate`` picks from the doc's similarities (chunk-then-embed: the best chunk; landmarks:
-    the passage rule the index's search uses, :func:`lmk_rag.passages.locate_passage`)."""
+def _maxsim(
+    q: np.ndarray,
+    vectors: np.ndarray,
+    counts: np.ndarray,
+    spans: np.ndarray,
+    locates: Sequence[Callable] = (np.argmax,),
+) -> tuple[np.ndarray, list[dict[tuple[int, int], tuple[int, int]]]]:
+    """Doc score = max over its vectors; also, per ``locate`` in ``locates``, the span of the
+    vector it picks from each (q, top-10 doc)'s similarities (chunk-then-embed: the best chunk;
+    landmarks: a passage rule of :func:`lmk_rag.passages.locate_passage`). The similarities and
+    the ranking are computed once for all of them."""
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     sims = q @ vectors.T
     scores = np.maximum.reduceat(sims, starts, axis=1)
-    best: dict[tuple[int, int], tuple[int, int]] = {}
+    bests: list[dict[tuple[int, int], tuple[int, int]]] = [{} for _ in locates]
     for qi in range(len(q)):
         for di in np.argsort(-scores[qi])[:10]:
             seg = sims[qi, starts[di] : starts[di] + counts[di]]
-            a, b = spans[starts[di] + int(locate(seg))]
-            best[(qi, int(di))] = (int(a), int(b))
-    return scores, best
+            for locate, best in zip(locates, bests):
+                a, b = spans[starts[di] + int(locate(seg))]
+                best[(qi, int(di))] = (int(a), int(b))
+    return scores, bests
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -120,8 +128,9 @@ class LandmarkPooling(Method):
         spans = np.concatenate([np.asarray(m.spans) for m in multi])
         tokens = int(sum(m.n_tokens for m in multi))
         results = [MethodResult(f"{self.prefix}-k{self.k}", q @ pooled.T, None, seconds, tokens, 1.0)]
-        for rule in self.passages:
-            scores, best = _maxsim(q, vectors, counts, spans, locate=lambda sims, r=rule: locate_passage(sims, r))
+        locates = [lambda sims, r=rule: locate_passage(sims, r) for rule in self.passages]
+        scores, bests = _maxsim(q, vectors, counts, spans, locates)
+        for rule, best in zip(self.passages, bests):
             name = f"{self.prefix}-multi-k{self.k}" + (f"-{rule}" if len(self.passages) > 1 else "")
             results.append(MethodResult(name, scores, best, seconds, tokens, float(counts.mean())))
         return results
@@ -146,7 +155,7 @@ class ChunkThenEmbed(Method):
         seconds = time.perf_counter() - t0
         q = enc.encode_query(task.query_texts)
         counts = np.diff(offsets)
-        scores, best = _maxsim(q, vectors, counts, spans)
+        scores, (best,) = _maxsim(q, vectors, counts, spans)
         sums = np.zeros((len(counts), vectors.shape[1]), dtype=np.float32)
         np.add.at(sums, doc_of, vectors)
         avg = _normalise(sums / counts[:, None])
