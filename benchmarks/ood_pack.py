@@ -9,6 +9,15 @@ this machine would build.
     python benchmarks/ood_pack.py pack sources.json.xz --max-pages 500
     python benchmarks/ood_pack.py pairs sources.json.xz pairs.jsonl --domains train --max-pages-per-domain 500
     python benchmarks/ood_pack.py cli sources.json.xz -- train --output runs/J --pairs pairs.jsonl ...
+    python benchmarks/ood_pack.py weights sources.json.xz MODEL_DIR weights.xz   # here
+    python benchmarks/ood_pack.py restore weights.xz MODEL_DIR                   # there
+
+``weights``/``restore`` carry the base model's weights under the device tool's 64 MiB cap: the
+matrices (word embeddings, linear layers) in bf16, which is what bf16 autocast training multiplies
+them in anyway, the small tensors (biases, norms, position embeddings) in fp32, each split into
+byte planes (the sign/exponent bytes compress), xz. Word-embedding rows of tokens that no text in
+the packed file can produce (a character the normalised texts never contain: other scripts,
+``[unused]``) are left out and restored as zeros: no input on the device reads them.
 
 ``pairs`` builds the training pairs once (what ``lmk-rag train --texts default --sections default
 --domains ...`` builds) and writes them as JSONL, so several runs in parallel share them.
@@ -40,7 +49,7 @@ def page_from_json(row: list[Any]) -> Page:
     return Page(name, text, tuple(Section(t, lvl, a, b) for t, lvl, a, b in sections))
 
 
-def pack(path: Path, max_pages: int) -> None:
+def pack(path: Path, max_pages: int, splits: tuple[str, ...] = ("train", "dev", "test")) -> None:
     from lmk_rag.eval.corpora import training_texts
     from lmk_rag.eval.domains import DOMAINS, read_domain_pages
     from lmk_rag.eval.sections import read_rst_pages
@@ -48,6 +57,8 @@ def pack(path: Path, max_pages: int) -> None:
 
     domains = {}
     for domain in DOMAINS.values():
+        if domain.split not in splits:
+            continue
         pages = read_domain_pages(domain)
         if domain.split == "train":
             pages = sorted(pages, key=lambda p: split_key(p.name))[:max_pages]
@@ -58,6 +69,111 @@ def pack(path: Path, max_pages: int) -> None:
     with lzma.open(path, "wt", encoding="utf-8", preset=9 | lzma.PRESET_EXTREME) as f:
         json.dump({"domains": domains, "rst": rst, "texts": texts}, f)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def packed_characters(path: Path) -> set[str]:
+    """Every character the packed texts hold, normalised as an uncased BERT tokenizer does."""
+    import unicodedata
+
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        raw = f.read()
+    text = unicodedata.normalize("NFD", raw.lower())
+    return set(text) | set(raw.lower())
+
+
+def possible_token_rows(vocab: list[str], chars: set[str]) -> list[int]:
+    """Vocabulary ids whose characters all occur in ``chars`` (special tokens always)."""
+    keep = []
+    for i, token in enumerate(vocab):
+        if token.startswith("[") and token.endswith("]"):
+            if not token.startswith("[unused"):
+                keep.append(i)
+            continue
+        piece = token[2:] if token.startswith("##") else token
+        if all(c in chars for c in piece):
+            keep.append(i)
+    return keep
+
+
+def _is_matrix(name: str, shape: tuple[int, ...]) -> bool:
+    """The weights carried in bf16: word embeddings and the linear layers' matrices."""
+    return len(shape) == 2 and "position_embeddings" not in name and "token_type" not in name
+
+
+def _planes(values: Any, width: int) -> bytes:
+    """Little-endian values as byte planes, most significant first (sign and exponent compress)."""
+    import numpy as np
+
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(-1, width)
+    return b"".join(raw[:, i].tobytes() for i in reversed(range(width)))
+
+
+def _unplanes(data: Any, width: int) -> Any:
+    import numpy as np
+
+    n = data.size // width
+    raw = np.empty((n, width), dtype=np.uint8)
+    for plane, i in enumerate(reversed(range(width))):
+        raw[:, i] = data[plane * n : (plane + 1) * n]
+    return raw.reshape(-1)
+
+
+def pack_weights(packed: Path, model_dir: Path, out: Path) -> None:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    weights = load_file(str(model_dir / "model.safetensors"))
+    vocab = (model_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    keep = possible_token_rows(vocab, packed_characters(packed))
+    header: dict[str, Any] = {"keep_rows": keep, "tensors": []}
+    matrices, rest = [], []
+    for name, value in weights.items():
+        if name.endswith("word_embeddings.weight"):
+            value = value[keep]
+        bf16 = _is_matrix(name, value.shape)
+        header["tensors"].append([name, list(weights[name].shape), bf16])
+        if bf16:  # bf16 = the top half of the fp32 bits, rounded to nearest even
+            bits = value.astype(np.float32).view(np.uint32).astype(np.uint64)
+            rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            matrices.append(rounded.astype(np.uint16).ravel())
+        else:
+            rest.append(value.astype(np.float32).ravel())
+    body = _planes(np.concatenate(matrices), 2)
+    header["bf16_bytes"] = len(body)
+    body += _planes(np.concatenate(rest), 4)
+    head = json.dumps(header).encode()
+    with lzma.open(out, "wb", preset=9) as f:
+        f.write(len(head).to_bytes(8, "little") + head + body)
+    print(f"kept {len(keep)} of {len(vocab)} embedding rows; wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+
+
+def restore_weights(path: Path, model_dir: Path) -> None:
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    with lzma.open(path, "rb") as f:
+        data = f.read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    body = np.frombuffer(data[8 + size :], dtype=np.uint8)
+    split = header["bf16_bytes"]
+    bf16 = (_unplanes(body[:split], 2).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    fp32 = _unplanes(body[split:], 4).view(np.float32)
+    keep = np.asarray(header["keep_rows"])
+    out, at = {}, {True: 0, False: 0}
+    for name, shape, is_bf16 in header["tensors"]:
+        source = bf16 if is_bf16 else fp32
+        rows = len(keep) if name.endswith("word_embeddings.weight") else shape[0]
+        n = rows * int(np.prod(shape[1:]))
+        value = source[at[is_bf16] : at[is_bf16] + n].reshape(rows, *shape[1:])
+        at[is_bf16] += n
+        if name.endswith("word_embeddings.weight"):
+            full = np.zeros(shape, dtype=np.float32)
+            full[keep] = value
+            value = full
+        out[name] = np.ascontiguousarray(value, dtype=np.float32)
+    save_file(out, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+    print(f"restored {len(out)} tensors to {model_dir}")
 
 
 def install_readers(path: Path) -> None:
@@ -120,6 +236,9 @@ def main() -> int:
     p = sub.add_parser("pack", help="read the sources here into one file")
     p.add_argument("path", type=Path)
     p.add_argument("--max-pages", type=int, default=1500, help="pages kept per train domain")
+    p.add_argument(
+        "--splits", default="train,dev,test", help="domain splits to pack (leave test out to fit the weights beside)"
+    )
     q = sub.add_parser("pairs", help="build the training pairs from the file, write them as JSONL")
     q.add_argument("path", type=Path)
     q.add_argument("out", type=Path)
@@ -128,15 +247,28 @@ def main() -> int:
     q.add_argument("--window-min-tokens", type=int, default=160)
     q.add_argument("--window-max-tokens", type=int, default=384)
     q.add_argument("--seed", type=int, default=0)
+    w = sub.add_parser("weights", help="pack a BERT model folder's weights for the device (fp16, xz)")
+    w.add_argument("path", type=Path)
+    w.add_argument("model_dir", type=Path)
+    w.add_argument("out", type=Path)
+    r = sub.add_parser("restore", help="write model.safetensors (fp32) from a `weights` file")
+    r.add_argument("weights", type=Path)
+    r.add_argument("model_dir", type=Path)
     c = sub.add_parser("cli", help="run `lmk-rag ARGS` with the readers answering from the file")
     c.add_argument("path", type=Path)
     c.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.command == "pack":
-        pack(args.path, args.max_pages)
+        pack(args.path, args.max_pages, tuple(args.splits.split(",")))
         return 0
     if args.command == "pairs":
         write_pairs(args.path, args.out, args)
+        return 0
+    if args.command == "weights":
+        pack_weights(args.path, args.model_dir, args.out)
+        return 0
+    if args.command == "restore":
+        restore_weights(args.weights, args.model_dir)
         return 0
     install_readers(args.path)
     from lmk_rag.cli import main as lmk_main
