@@ -180,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--passage",
         default=DEFAULT_PASSAGE_RULE,
         choices=PASSAGE_RULES,
-        help="which landmark names the passage: peak (default: the single best landmark) or region (the one "
-        "whose neighbourhood matches best; see lmk_rag/passages.py)",
+        help="which landmark names the passage: region (default: the one whose neighbourhood matches best) or "
+        "peak (the single best landmark); see lmk_rag/passages.py",
     )
     se.add_argument("--json", action="store_true", help="machine-readable output")
 

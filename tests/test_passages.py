@@ -20,8 +20,9 @@ def test_scores_blend_each_landmark_with_its_clipped_neighbourhood():
 def test_region_prefers_a_matching_neighbourhood_to_an_isolated_peak():
     # A passing mention (0.70) among unrelated landmarks; a section whose landmarks all match (0.66-0.68).
     sims = np.array([0.10, 0.12, 0.70, 0.11, 0.10, 0.20, 0.66, 0.68, 0.67, 0.65, 0.15])
-    assert locate_passage(sims) == locate_passage(sims, "peak") == 2  # the default
-    assert locate_passage(sims, "region") == 7
+    assert locate_passage(sims, "peak") == 2
+    assert locate_passage(sims) == locate_passage(sims, "region")  # the default
+    assert locate_passage(sims, "region") in range(6, 10)  # a landmark of the matching section
 
 
 def test_degenerate_inputs_and_a_bad_rule():

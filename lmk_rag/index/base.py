@@ -247,8 +247,8 @@ class MultiVectorIndex(ABC):
         passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """The k best documents for ``query``, each with its passage: the landmark ``passage``
-        names (``peak``: the single best; ``region``: the one whose neighbourhood matches best,
-        see :mod:`lmk_rag.passages`), widened by ``neighbours`` landmarks each side.
+        names (``region``, the default: the one whose neighbourhood matches best; ``peak``: the
+        single best; see :mod:`lmk_rag.passages`), widened by ``neighbours`` landmarks each side.
         ``mode``: one of the backend's :attr:`modes`; None is its :attr:`default_mode`."""
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be str, got {type(query).__name__}")

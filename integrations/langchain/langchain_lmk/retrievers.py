@@ -10,6 +10,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from lmk_rag.index import MultiVectorIndex
+from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .vectorstores import hit_to_document, hit_to_passage
 
@@ -34,9 +35,9 @@ class LMKRetriever(BaseRetriever):
     )
     neighbours: int = Field(default=0, ge=0, description="Landmarks to widen each passage by, each side.")
     passage: Literal["peak", "region"] = Field(
-        default="peak",
-        description="Which landmark names the passage: peak (the single best) or region (whose neighbourhood "
-        "matches best; see lmk_rag.passages).",
+        default=DEFAULT_PASSAGE_RULE,
+        description="Which landmark names the passage: region (whose neighbourhood matches best; the default) "
+        "or peak (the single best); see lmk_rag.passages.",
     )
     filter: dict[str, Any] | None = Field(default=None, description="Metadata equality filter (AND).")
 
