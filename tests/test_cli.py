@@ -61,9 +61,12 @@ def test_ingest_reingest_update_prune_search_info(tmp_path, docs, scheme):
     data = json.loads(cli("search", "descale a kettle", "--index", uri, "-k", "2", "--json").stdout)
     assert data[0]["id"] == "sub/notes.txt" and "citric acid" in data[0]["passage"] and len(data) == 2
     gutenberg = ["search", "How many copies of the Gutenberg Bible were printed?", "--index", uri, "-k", "1", "--json"]
-    peak, region = (json.loads(cli(*gutenberg, "--passage", rule).stdout)[0] for rule in ("peak", "region"))
-    assert peak == json.loads(cli(*gutenberg).stdout)[0] and "180 copies" in peak["passage"]  # peak: the default
-    assert region["id"] == peak["id"] == "printing_press.md" and region["landmark"] != peak["landmark"]
+    peak = json.loads(cli(*gutenberg, "--passage", "peak").stdout)[0]
+    assert peak["id"] == "printing_press.md" and "180 copies" in peak["passage"]
+    chain = ["search", "How often should I oil my bicycle chain?", "--index", uri, "-k", "1", "--json"]
+    peak, region = (json.loads(cli(*chain, "--passage", rule).stdout)[0] for rule in ("peak", "region"))
+    assert region == json.loads(cli(*chain).stdout)[0]  # region: the default
+    assert region["id"] == peak["id"] == "bicycle_maintenance.md" and region["landmark"] != peak["landmark"]
     info = json.loads(cli("info", "--index", uri, "--json").stdout)
     assert info["documents"] == 5 and info["fingerprint"]["granularity"] == 32
     mismatch = cli("ingest", str(docs), "--index", uri, "--granularity", "64", "--no-progress")
