@@ -76,9 +76,8 @@ def packed_characters(path: Path) -> set[str]:
     import unicodedata
 
     with lzma.open(path, "rt", encoding="utf-8") as f:
-        raw = f.read()
-    text = unicodedata.normalize("NFD", raw.lower())
-    return set(text) | set(raw.lower())
+        raw = json.dumps(json.load(f), ensure_ascii=False).lower()  # the file escapes non-ASCII as \\uXXXX
+    return set(unicodedata.normalize("NFD", raw)) | set(raw)
 
 
 def possible_token_rows(vocab: list[str], chars: set[str]) -> list[int]:
