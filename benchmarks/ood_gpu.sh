@@ -38,6 +38,8 @@ save() {
 exec > >(tee -a "$LOG") 2>&1
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+# Waits for the given background jobs only: a bare `wait` (no pids left) would wait for the tee.
+wait_for() { [ $# -eq 0 ] || wait "$@"; }
 
 if [ -z "${SKIP_INSTALL:-}" ]; then  # SKIP_INSTALL=1: a dry run where the project is installed
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev/whl/*.whl || exit 1
@@ -57,8 +59,7 @@ fi
 if [ ! -s .dev/pairs-python.jsonl ]; then  # F's Python-docs pairs alone (the in-domain train half)
   python3 benchmarks/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-python.jsonl --domains & P2=$!
 fi
-PAIRS_PIDS="${P1:-} ${P2:-}"
-[ -z "${PAIRS_PIDS// /}" ] || wait $PAIRS_PIDS || exit 1  # (a bare `wait` would wait for the tee too)
+wait_for ${P1:-} ${P2:-} || exit 1
 # The multi-domain pairs with the Python pairs repeated PY_REPEAT more times (in-domain weight).
 PY_REPEAT=${PY_REPEAT:-3}
 cp .dev/pairs-$PAGES.jsonl .dev/pairs-mix.jsonl
@@ -89,7 +90,7 @@ for c in $CANDIDATES; do
   $LMK train --output $RUNS/$c $COMMON ${EXTRA[$c]} > "$WORK/train-$c.log" 2>&1 &
   PIDS="$PIDS $!"
 done
-wait $PIDS  # (a bare `wait` would also wait for the tee above)
+wait_for $PIDS
 for c in $CANDIDATES; do tail -n 2 "$WORK/train-$c.log"; python3 -c "import json; t=json.load(open('$RUNS/$c/lmk_config.json'))['training']; print('$c', round(t['wall_seconds_this_run']), 's', t['final'])" || true; cp $RUNS/$c/history.json "$WORK/history-$c.json" 2>/dev/null; done
 ALL=""
 for c in $CANDIDATES; do [ -f $RUNS/$c/lmk_config.json ] && ALL="$ALL $c"; done
@@ -97,7 +98,7 @@ PIDS=""
 for c in $BLEND; do
   [ -f $RUNS/$c/lmk_config.json ] && { $LMK merge $RUNS/$c $F --weights 0.5,0.5 --output $RUNS/${c}50 > "$WORK/merge-$c.log" 2>&1 & PIDS="$PIDS $!"; }
 done
-[ -z "${PIDS// /}" ] || wait $PIDS
+wait_for $PIDS
 for c in $BLEND; do [ -f $RUNS/${c}50/lmk_config.json ] && ALL="$ALL ${c}50"; done
 stamp "trained:$ALL"
 save
@@ -111,7 +112,7 @@ for c in $ALL; do
   evaluate dev-$c ${DEV_TASK:-domains:dev} lmk:32@$RUNS/$c & PIDS="$PIDS $!"
   evaluate sections-$c ${SECTIONS_TASK:-sections} lmk:32@$RUNS/$c & PIDS="$PIDS $!"
 done
-wait $PIDS
+wait_for $PIDS
 stamp "dev and in-domain evaluated"
 save
 WINNER=$(python3 benchmarks/ood_choose.py "$WORK" $ALL)
