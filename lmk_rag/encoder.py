@@ -45,7 +45,14 @@ from .models import (
     special_tokens,
     trained_max_length,
 )
-from .pooling import NEEDS_MEANS, PoolingAccumulator, check_pooling, l2_normalize
+from .pooling import (
+    NEEDS_MEANS,
+    PoolingAccumulator,
+    check_landmark_weights,
+    check_pooling,
+    l2_normalize,
+    landmark_weights_of,
+)
 from .sentences import sentence_starts
 from .settings import FROM_MODEL, LAYOUTS, EncoderSettings
 from .st_folder import STFolder, is_st_folder, read_st_folder
@@ -214,6 +221,7 @@ class LMKEncoder:
             granularity = recorded.get("granularity", 32)
         landmark_token_id = unset_or("landmark_token_id", None)
         self.pooling = check_pooling(unset_or("pooling", "lmk"))
+        self.landmark_weights = check_landmark_weights(unset_or("landmark_weights", "equal"))
         self.granularity = check_granularity(granularity)
         self.layout = unset_or("layout", "lmk")
         if self.layout not in LAYOUTS:
@@ -530,7 +538,8 @@ class LMKEncoder:
         seqs = build_sequences(layout, self.max_length, self.window_overlap)
         text_of_chunk = np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets))
         need_means = self.pooling in NEEDS_MEANS
-        acc = PoolingAccumulator(layout.n_texts, text_of_chunk, self.dimension, need_means)
+        weights = landmark_weights_of(layout.chunk_sizes, self.landmark_weights)
+        acc = PoolingAccumulator(layout.n_texts, text_of_chunk, self.dimension, need_means, weights)
         rows = _check_int("batch_size", batch_size, 1) if batch_size is not None else self.batch_size
         progress = self.show_progress if show_progress is None else show_progress
         self.forward(seqs, acc, rows, progress)
@@ -603,6 +612,7 @@ def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict
             "document_prefix": folder.document_prefix,
             "layout": folder.layout,
             "max_length": folder.max_length,
+            "landmark_weights": folder.landmark_weights,
         }
         return {k: v for k, v in recorded.items() if v is not None or k == "granularity"}
     if st is None:

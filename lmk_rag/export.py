@@ -13,7 +13,7 @@
 - ``"multi-vector"``: the same as a ``MultiVectorEncoder`` folder whose document vectors are the
   landmark vectors (``encode_document``), and whose query vectors are the query's landmarks.
 
-Every format records the prefixes, pooling, k, landmark id, layout and window length, and every
+Every format records the prefixes, pooling, landmark weights, k, landmark id, layout and window length, and every
 weight file is safetensors.
 """
 
@@ -83,6 +83,7 @@ def folder_config(
         document_prefix=encoder.document_prefix,
         layout=encoder.layout,
         max_length=encoder.max_length,
+        landmark_weights=encoder.landmark_weights,
         training=training or {},
     )
 
@@ -164,6 +165,7 @@ def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector:
             "word_embedding_dimension": encoder.dimension,
             "pooling_mode": encoder.pooling,
             "normalize": encoder.normalize,
+            "landmark_weights": encoder.landmark_weights,
         }
         model_type, similarity = "SentenceTransformer", "cosine"
     (folder / head["path"]).mkdir()

@@ -10,7 +10,9 @@ Per text: the content tokens are cut into chunks of ``landmark_interval`` tokens
 special token, when ``layout == "sentence-transformers"``, as PR #3642 of sentence-transformers
 does). Landmarks are known by the positions where they were inserted, never by their ids: text
 that contains a literal "[SEP]" is tokenised as text. The sentence vector is the mean of the
-landmark states (``pooling_mode="lmk"``), of all tokens (``"mean"``) or the first (``"cls"``).
+landmark states (``pooling_mode="lmk"``), of all tokens (``"mean"``) or the first (``"cls"``);
+with ``landmark_weights="tokens"`` each landmark state weighs as much as its chunk's content
+tokens (at least 1), as lmk-rag's ``LMKEncoder(landmark_weights="tokens")`` reads it.
 
 Longer texts than ``max_seq_length``: lmk-rag encodes them whole in overlapping windows; these
 modules keep the content tokens that fit (whole chunks, each with its landmark) and log a
@@ -36,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 LAYOUTS = ("lmk", "sentence-transformers")
 POOLING_MODES = ("lmk", "mean", "cls")
+LANDMARK_WEIGHTS = ("equal", "tokens")
 
 
 def content_capacity(max_seq_length: int, interval: int, prefix: int, trailing: int) -> int:
@@ -125,16 +128,19 @@ class LMKTransformer(InputModule):
                 dropped += len(ids) - keep
                 ids = ids[:keep]
             seq = list(prefix)
-            marks = []
+            marks, sizes = [], []
             for start in range(0, max(len(ids), 1), k):
-                seq.extend(ids[start : start + k])
+                chunk = ids[start : start + k]
+                seq.extend(chunk)
                 marks.append(len(seq))
+                sizes.append(max(len(chunk), 1))
                 seq.append(self.lmk_token_id)
             if trailing:
                 marks.append(len(seq))
+                sizes.append(1)
                 seq.append(self.lmk_token_id)
             rows.append(seq)
-            landmarks.append(marks)
+            landmarks.append((marks, sizes))
         if dropped:
             logger.warning(
                 "%d tokens beyond max_seq_length=%d were dropped; lmk-rag's LMKEncoder encodes long texts "
@@ -146,11 +152,18 @@ class LMKTransformer(InputModule):
         input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
         lmk_mask = torch.zeros((len(rows), width), dtype=torch.bool)
-        for i, (seq, marks) in enumerate(zip(rows, landmarks)):
+        lmk_tokens = torch.zeros((len(rows), width), dtype=torch.float32)  # content tokens per landmark
+        for i, (seq, (marks, sizes)) in enumerate(zip(rows, landmarks)):
             input_ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
             attention_mask[i, : len(seq)] = 1  # from lengths: pad may equal the landmark id
             lmk_mask[i, marks] = True
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "lmk_mask": lmk_mask}
+            lmk_tokens[i, marks] = torch.tensor(sizes, dtype=torch.float32)
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "lmk_mask": lmk_mask,
+            "lmk_tokens": lmk_tokens,
+        }
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         out = self.auto_model(input_ids=features["input_ids"], attention_mask=features["attention_mask"])
@@ -193,24 +206,39 @@ class LMKTransformer(InputModule):
 
 
 class LMKPooling(Module):
-    """Mean of the landmark states (or of all tokens, or the first token) -> sentence_embedding."""
+    """Mean of the landmark states, equal or token-weighted (or of all tokens, or the first
+    token) -> sentence_embedding."""
 
-    config_keys = ["word_embedding_dimension", "pooling_mode", "normalize"]  # noqa: RUF012
+    config_keys = ["word_embedding_dimension", "pooling_mode", "normalize", "landmark_weights"]  # noqa: RUF012
 
-    def __init__(self, word_embedding_dimension: int, pooling_mode: str = "lmk", normalize: bool = True) -> None:
+    def __init__(
+        self,
+        word_embedding_dimension: int,
+        pooling_mode: str = "lmk",
+        normalize: bool = True,
+        landmark_weights: str = "equal",
+    ) -> None:
         super().__init__()
         if pooling_mode not in POOLING_MODES:
             raise ValueError(f"pooling_mode must be one of {POOLING_MODES}, got {pooling_mode!r}")
+        if landmark_weights not in LANDMARK_WEIGHTS:
+            raise ValueError(f"landmark_weights must be one of {LANDMARK_WEIGHTS}, got {landmark_weights!r}")
         self.word_embedding_dimension = word_embedding_dimension
         self.pooling_mode = pooling_mode
         self.normalize = normalize
+        self.landmark_weights = landmark_weights
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         states = features["token_embeddings"].float()
         if self.pooling_mode == "cls":
             pooled = states[:, 0]
         else:
-            mask = features["lmk_mask"] if self.pooling_mode == "lmk" else features["attention_mask"]
+            if self.pooling_mode == "mean":
+                mask = features["attention_mask"]
+            elif self.landmark_weights == "tokens":
+                mask = features["lmk_tokens"]
+            else:
+                mask = features["lmk_mask"]
             weights = mask.to(states.dtype).unsqueeze(-1)
             pooled = (states * weights).sum(1) / weights.sum(1).clamp(min=1)
         if self.normalize:

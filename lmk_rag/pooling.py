@@ -4,6 +4,11 @@
 (each unit-length first, so neither dominates): the landmark's summary and the tokens' own
 evidence in one vector; the document vector is the mean of those.
 
+The single vector of ``lmk`` and ``lmk+mean`` is a mean over the text's landmarks, each weighing
+the same (``landmark_weights="equal"``, the paper's readout) or as much as its chunk's content
+tokens (``"tokens"``: a 40-token text at k=32 is not read as half its last 8 tokens, as mean
+pooling gives each token the same weight). Long texts barely change: only a last chunk is short.
+
 Batches of windows arrive in any order; :class:`PoolingAccumulator` scatters each batch's
 states into per-chunk and per-text sums, so results never depend on batch size, padding
 or order. Positions come from the layout, never from token ids.
@@ -21,12 +26,27 @@ from .errors import InvalidInputError
 POOLING_MODES = ("lmk", "mean", "cls", "lmk+mean")
 # Poolings that need the per-chunk token means.
 NEEDS_MEANS = ("mean", "lmk+mean")
+LANDMARK_WEIGHTS = ("equal", "tokens")
 
 
 def check_pooling(pooling: str) -> str:
     if pooling not in POOLING_MODES:
         raise InvalidInputError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
     return pooling
+
+
+def check_landmark_weights(weights: str) -> str:
+    if weights not in LANDMARK_WEIGHTS:
+        raise InvalidInputError(f"landmark_weights must be one of {LANDMARK_WEIGHTS}, got {weights!r}")
+    return weights
+
+
+def landmark_weights_of(chunk_sizes: np.ndarray, weights: str) -> np.ndarray:
+    """Each landmark's weight in its text's single vector: 1, or its chunk's content tokens
+    (at least 1, so an empty text's one landmark and a trailing landmark still count)."""
+    if check_landmark_weights(weights) == "equal":
+        return np.ones(len(chunk_sizes), dtype=np.float32)
+    return np.maximum(np.asarray(chunk_sizes, dtype=np.float32), 1.0)
 
 
 @dataclass
@@ -45,9 +65,22 @@ class BatchIndex:
 class PoolingAccumulator:
     """Collects per-chunk and per-text sums over batches, then pools."""
 
-    def __init__(self, n_texts: int, text_of_chunk: np.ndarray, dim: int, need_means: bool) -> None:
+    def __init__(
+        self,
+        n_texts: int,
+        text_of_chunk: np.ndarray,
+        dim: int,
+        need_means: bool,
+        chunk_weights: np.ndarray | None = None,
+    ) -> None:
+        """``chunk_weights``: each landmark's weight in its text's single vector (see
+        :func:`landmark_weights_of`); None weighs every landmark the same."""
         n_chunks = len(text_of_chunk)
         self.text_of_chunk = torch.as_tensor(text_of_chunk, dtype=torch.long)
+        weights = np.ones(n_chunks, dtype=np.float32) if chunk_weights is None else chunk_weights
+        if len(weights) != n_chunks:
+            raise ValueError(f"chunk_weights has {len(weights)} entries for {n_chunks} chunks")
+        self.chunk_weights = torch.as_tensor(weights, dtype=torch.float32)
         self.lmk = torch.zeros(n_chunks, dim, dtype=torch.float32)
         self.cls_sum = torch.zeros(n_texts, dim, dtype=torch.float32)
         self.cls_count = torch.zeros(n_texts, dtype=torch.float32)
@@ -98,9 +131,10 @@ class PoolingAccumulator:
         n_texts = len(self.cls_sum)
         if pooling in ("lmk", "lmk+mean"):
             vectors = self.lmk if pooling == "lmk" else self.mixed_vectors()
-            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, vectors)
-            count = torch.bincount(self.text_of_chunk, minlength=n_texts).float()
-            return total / count[:, None]
+            weighted = vectors * self.chunk_weights[:, None]
+            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, weighted)
+            count = torch.zeros(n_texts).index_add_(0, self.text_of_chunk, self.chunk_weights)
+            return total / count.clamp(min=1e-12)[:, None]
         if pooling == "mean":
             total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, self.chunk_sum)
             count = torch.zeros(n_texts).index_add_(0, self.text_of_chunk, self.chunk_count)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidTypeError
-from .pooling import POOLING_MODES
+from .pooling import LANDMARK_WEIGHTS, POOLING_MODES
 
 POOLINGS = POOLING_MODES
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
@@ -104,6 +104,14 @@ class EncoderSettings:
     )
     landmark_token_id: int | None = setting(
         None, "Landmark token id; None: the trained folder's, else the tokenizer's SEP, else EOS."
+    )
+    landmark_weights: str | None = setting(
+        None,
+        "How the single vector ('lmk', 'lmk+mean') weighs a text's landmarks: 'equal' (each the same, as the "
+        "paper) or 'tokens' (by its chunk's content tokens, as mean pooling weighs tokens: short texts read "
+        "whole); None: the model folder's, else 'equal'.",
+        fingerprint=True,
+        choices=LANDMARK_WEIGHTS,
     )
     sentence_max_tokens: int = setting(
         64, "With granularity='sentence', longer sentences are split every this many tokens.", fingerprint=True

@@ -68,6 +68,8 @@ class Fingerprint:
     sentence_max_tokens: int | None = None
     sentence_language: str | None = None
     layout: str | None = None
+    # Indexes written before the setting existed were built with equal weights.
+    landmark_weights: str = "equal"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

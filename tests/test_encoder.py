@@ -46,6 +46,7 @@ def test_results_do_not_depend_on_batching_or_neighbours(encoder):
 
 
 def test_pooled_is_mean_of_landmark_vectors(encoder):
+    encoder = LMKEncoder(encoder.model_name, device="cpu", landmark_weights="equal")
     raw = encoder.encode_multi(DOCS, normalize=False)
     for mv in raw:
         np.testing.assert_allclose(mv.pooled, mv.vectors.mean(axis=0), atol=1e-5)
@@ -56,8 +57,33 @@ def test_pooled_is_mean_of_landmark_vectors(encoder):
         assert unit_rows(mv.vectors)
 
 
+def test_token_weighted_single_vector_weighs_each_landmark_by_its_chunk(encoder):
+    equal = LMKEncoder(encoder.model_name, device="cpu", landmark_weights="equal")
+    tokens = LMKEncoder(encoder.model_name, device="cpu", landmark_weights="tokens")
+    words = "tide moon ocean pull rise fall water coast"
+    texts = [" ".join([words] * 5), " ".join([words] * 8), *DOCS]  # 40 tokens (32 + 8), 64 (32 + 32)
+    _, layout, _ = equal.lay_out(texts)
+    assert layout.chunk_sizes[:4].tolist() == [32, 8, 32, 32]
+    plain, weighted = equal.encode_multi(texts, normalize=False), tokens.encode_multi(texts, normalize=False)
+    for i, (a, b) in enumerate(zip(plain, weighted)):
+        np.testing.assert_allclose(b.vectors, a.vectors, atol=1e-6)  # the landmarks themselves do not change
+        sizes = np.maximum(layout.chunk_sizes[layout.chunk_offsets[i] : layout.chunk_offsets[i + 1]], 1)
+        expected = (a.vectors * sizes[:, None]).sum(axis=0) / sizes.sum()
+        np.testing.assert_allclose(b.pooled, expected, atol=1e-5)
+    assert not np.allclose(weighted[0].pooled, plain[0].pooled, atol=1e-4)  # 32 + 8: the tail weighs 1/5, not 1/2
+    np.testing.assert_allclose(weighted[1].pooled, plain[1].pooled, atol=1e-6)  # equal chunks: the same vector
+    assert unit_rows(tokens.encode(texts))
+    assert tokens.fingerprint.landmark_weights == "tokens"
+    assert any("landmark_weights" in d for d in tokens.fingerprint.differences(equal.fingerprint))
+    old_record = {k: v for k, v in equal.fingerprint.to_dict().items() if k != "landmark_weights"}
+    assert equal.fingerprint.differences(Fingerprint.from_dict(old_record)) == []  # indexes from before: equal
+    assert tokens.fingerprint.differences(Fingerprint.from_dict(old_record)) != []
+    # What `lmk-rag search` rebuilds for such an index: the weighting it was built with.
+    assert Fingerprint.from_dict(old_record).encoder_settings()["landmark_weights"] == "equal"
+
+
 def test_lmk_plus_mean_readout_mixes_unit_landmark_and_unit_chunk_mean(encoder):
-    mix = LMKEncoder(encoder.model_name, pooling="lmk+mean", device="cpu")
+    mix = LMKEncoder(encoder.model_name, pooling="lmk+mean", device="cpu", landmark_weights="equal")
     lmk = encoder.encode_multi(DOCS, normalize=False)
     mean = LMKEncoder(encoder.model_name, pooling="mean", device="cpu").encode_multi(DOCS, normalize=False)
     raw = mix.encode_multi(DOCS, normalize=False)
@@ -277,6 +303,7 @@ def test_bad_texts(encoder, texts, error):
     "kwargs, match",
     [
         ({"pooling": "max"}, "pooling must be one of"),
+        ({"landmark_weights": "chunks"}, "landmark_weights must be one of"),
         ({"granularity": 0}, "granularity"),
         ({"granularity": "paragraph"}, "granularity"),
         ({"granularity": [32, -1]}, "granularity"),

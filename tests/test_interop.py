@@ -204,6 +204,7 @@ EXPORT_CHECK = textwrap.dedent(
     logging.getLogger().addHandler(handler)
 
     st = SentenceTransformer(root + "/st", trust_remote_code=True, device="cpu")
+    st_other = SentenceTransformer(root + "/st-other", trust_remote_code=True, device="cpu")
     mve = MultiVectorEncoder(root + "/mv", trust_remote_code=True, device="cpu")
     docs = mve.encode_document(texts)
     # merged: a plain Hugging Face folder; LMK by hand for one short text
@@ -219,6 +220,7 @@ EXPORT_CHECK = textwrap.dedent(
     np.savez(
         out,
         st=st.encode(texts),
+        st_other=st_other.encode(texts),
         query=st.encode(["a question about tides"], prompt_name="query"),
         long=st.encode([long_text]),
         mv_query=mve.encode_query(["a question about tides"])[0].numpy(),
@@ -243,6 +245,10 @@ def test_exports_load_without_lmk_rag_and_give_the_same_vectors(tmp_path, encode
     long_text = "Sourdough needs a lively starter and patience. " * 80  # ~800 tokens > one window
     for fmt, sub in (("sentence-transformers", "st"), ("multi-vector", "mv"), ("merged", "merged")):
         encoder.save(tmp_path / sub, format=fmt)
+    # The other single-vector weighting of the landmarks than the default's travels too.
+    other = "equal" if encoder.landmark_weights == "tokens" else "tokens"
+    other_encoder = LMKEncoder(encoder.model_name, device="cpu", landmark_weights=other)
+    other_encoder.save(tmp_path / "st-other", format="sentence-transformers")
     assert not (tmp_path / "merged" / "adapter").exists()  # merged: no peft adapter left to apply
     out = tmp_path / "vectors.npz"
     proc = subprocess.run(
@@ -258,6 +264,8 @@ def test_exports_load_without_lmk_rag_and_give_the_same_vectors(tmp_path, encode
     got = np.load(out)
 
     assert cosines(got["st"], encoder.encode(texts)).min() >= 0.9999
+    assert cosines(got["st_other"], other_encoder.encode(texts)).min() >= 0.9999
+    assert cosines(got["st_other"][1], got["st"][1])[0] < 0.99999  # 45 tokens (32 + 13): the weightings differ
     assert cosines(got["query"], encoder.encode_query(["a question about tides"])).min() >= 0.9999
     multi = encoder.encode_multi(texts)
     for i, mv in enumerate(multi):  # document vectors = the landmark vectors, in order
@@ -280,6 +288,7 @@ def test_merged_and_lmk_folders_load_back_with_the_same_vectors(tmp_path, encode
         folder = encoder.save(tmp_path / fmt, format=fmt)
         again = LMKEncoder(str(folder), device="cpu")
         assert (again.pooling, again.granularity, again.max_length) == ("lmk", 32, encoder.max_length)
+        assert again.landmark_weights == encoder.landmark_weights
         assert cosines(again.encode(texts), reference).min() >= 0.9999, fmt
     assert (tmp_path / "lmk" / "adapter").is_dir() and not (tmp_path / "lmk" / "model.safetensors").exists()
     assert (tmp_path / "merged" / "model.safetensors").is_file() and not (tmp_path / "merged" / "adapter").exists()

@@ -211,5 +211,6 @@ def _write_folder(
         document_prefix=first.document_prefix,
         layout=first.layout,
         max_length=first.max_length,
+        landmark_weights=first.landmark_weights,
         training={"merged_from": [{"model": a.name, "weight": w} for a, w in zip(adapters, ws, strict=True)]},
     ).save(out)

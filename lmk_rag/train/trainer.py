@@ -46,6 +46,7 @@ from ..lmk_folder import (
     lora_settings,
 )
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
+from ..pooling import landmark_weights_of
 from ..windows import build_sequences
 from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
 
@@ -237,8 +238,11 @@ def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]
     text_of_chunk = torch.as_tensor(
         np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets)), device=hidden.device
     )
-    counts = torch.bincount(text_of_chunk, minlength=layout.n_texts).float()
-    pooled = torch.zeros(layout.n_texts, states.shape[-1], device=hidden.device).index_add(0, text_of_chunk, states)
+    weights = torch.as_tensor(landmark_weights_of(layout.chunk_sizes, enc.landmark_weights), device=hidden.device)
+    counts = torch.zeros(layout.n_texts, device=hidden.device).index_add(0, text_of_chunk, weights)
+    pooled = torch.zeros(layout.n_texts, states.shape[-1], device=hidden.device).index_add(
+        0, text_of_chunk, states * weights[:, None]
+    )
     return pooled / counts[:, None], states, text_of_chunk, layout
 
 
