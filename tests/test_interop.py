@@ -342,6 +342,19 @@ def test_save_never_overwrites_the_encoders_own_folder(tmp_path, encoder):
     assert cosines(LMKEncoder(str(again), device="cpu").encode(["x y"]), encoder.encode(["x y"]))[0] >= 0.9999
 
 
+def test_token_weighted_export_with_the_pr_layout_gives_the_same_vectors(tmp_path, bert_tokenizer):
+    """The PR layout's extra final landmark covers no tokens: both sides give it weight 1."""
+    from sentence_transformers import SentenceTransformer
+
+    enc = LMKEncoder(device="cpu", layout="sentence-transformers", landmark_weights="tokens")
+    folder = enc.save(tmp_path / "st", format="sentence-transformers")
+    config = json.loads((folder / "1_LMKPooling" / "config.json").read_text())
+    assert config["landmark_weights"] == "tokens"
+    texts = [text_of(bert_tokenizer, 45), text_of(bert_tokenizer, 64), "", "Short."]
+    st = SentenceTransformer(str(folder), trust_remote_code=True, device="cpu")
+    assert cosines(st.encode(texts), enc.encode(texts)).min() >= 0.9999
+
+
 def test_st_module_truncates_by_whole_chunks():
     # [CLS] + 3 chunks of 4 + 3 landmarks = 16 positions; one more would need a 4th landmark.
     assert content_capacity(16, 4, 1, 0) == 12
