@@ -623,7 +623,7 @@ def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict
         "max_length": st.max_seq_length,
     }
     if st.is_lmk:
-        recorded.update(pooling="lmk", landmark_token_id=st.landmark_token_id)
+        recorded.update(pooling="lmk", landmark_token_id=st.landmark_token_id, landmark_weights=st.landmark_weights)
         recorded["granularity"] = st.granularity if st.granularity is not None else 32
     return {k: v for k, v in recorded.items() if v is not None}
 

@@ -48,6 +48,7 @@ class STFolder:
     train_granularity: int | list[int] | None
     landmark_token_id: int | None
     keeps_final_special: bool  # the format pools the tokenizer's own final [SEP] as a landmark
+    landmark_weights: str | None = None  # "tokens" when lmk-rag's LMKPooling weighs landmarks by tokens
 
     @property
     def is_lmk(self) -> bool:
@@ -95,6 +96,7 @@ def read_st_folder(path: str | Path) -> STFolder:
         kind = "plain"
     prompts = _read_json(folder / ST_CONFIG, default={}).get("prompts") or {}
     lmk_id = transformer.get("lmk_token_id", pooling_config.get("lmk_token_id"))
+    weights = pooling_config.get("landmark_weights")
     return STFolder(
         model_path=str(model_dir),
         kind=kind,
@@ -109,6 +111,7 @@ def read_st_folder(path: str | Path) -> STFolder:
         # Only the current PR revision (landmark_interval) keeps the tokenizer's final special token;
         # the earlier ones lay texts out as [CLS] c1 [LMK] ... cn [LMK], as lmk-rag does.
         keeps_final_special=kind == "lmk-pr" and not any(k in transformer for k in INTERVAL_KEYS[1:]),
+        landmark_weights=weights if kind == "lmk-rag" and weights in ("equal", "tokens") else None,
     )
 
 

@@ -353,6 +353,8 @@ def test_token_weighted_export_with_the_pr_layout_gives_the_same_vectors(tmp_pat
     texts = [text_of(bert_tokenizer, 45), text_of(bert_tokenizer, 64), "", "Short."]
     st = SentenceTransformer(str(folder), trust_remote_code=True, device="cpu")
     assert cosines(st.encode(texts), enc.encode(texts)).min() >= 0.9999
+    (folder / "lmk_config.json").unlink()  # read as a sentence-transformers folder: the pooling config says it
+    assert LMKEncoder(str(folder), device="cpu").landmark_weights == "tokens"
 
 
 def test_st_module_truncates_by_whole_chunks():
