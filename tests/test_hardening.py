@@ -61,6 +61,7 @@ def test_every_setting_is_written_once_and_derived_everywhere():
             "query_prefix",
             "document_prefix",
             "layout",
+            "landmark_weights",
             "sentence_max_tokens",
             "sentence_language",
         )
