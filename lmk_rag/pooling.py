@@ -71,16 +71,15 @@ class PoolingAccumulator:
         text_of_chunk: np.ndarray,
         dim: int,
         need_means: bool,
-        chunk_weights: np.ndarray | None = None,
+        chunk_weights: np.ndarray,
     ) -> None:
-        """``chunk_weights``: each landmark's weight in its text's single vector (see
-        :func:`landmark_weights_of`); None weighs every landmark the same."""
+        """``chunk_weights``: each landmark's weight in its text's single vector
+        (:func:`landmark_weights_of`)."""
         n_chunks = len(text_of_chunk)
         self.text_of_chunk = torch.as_tensor(text_of_chunk, dtype=torch.long)
-        weights = np.ones(n_chunks, dtype=np.float32) if chunk_weights is None else chunk_weights
-        if len(weights) != n_chunks:
-            raise ValueError(f"chunk_weights has {len(weights)} entries for {n_chunks} chunks")
-        self.chunk_weights = torch.as_tensor(weights, dtype=torch.float32)
+        if len(chunk_weights) != n_chunks:
+            raise ValueError(f"chunk_weights has {len(chunk_weights)} entries for {n_chunks} chunks")
+        self.chunk_weights = torch.as_tensor(chunk_weights, dtype=torch.float32)
         self.lmk = torch.zeros(n_chunks, dim, dtype=torch.float32)
         self.cls_sum = torch.zeros(n_texts, dim, dtype=torch.float32)
         self.cls_count = torch.zeros(n_texts, dtype=torch.float32)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelLoadError
+from .pooling import LANDMARK_WEIGHTS
 
 MODULES_JSON = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"
@@ -111,7 +112,7 @@ def read_st_folder(path: str | Path) -> STFolder:
         # Only the current PR revision (landmark_interval) keeps the tokenizer's final special token;
         # the earlier ones lay texts out as [CLS] c1 [LMK] ... cn [LMK], as lmk-rag does.
         keeps_final_special=kind == "lmk-pr" and not any(k in transformer for k in INTERVAL_KEYS[1:]),
-        landmark_weights=weights if kind == "lmk-rag" and weights in ("equal", "tokens") else None,
+        landmark_weights=weights if kind == "lmk-rag" and weights in LANDMARK_WEIGHTS else None,
     )
 
 
