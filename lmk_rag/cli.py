@@ -294,6 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="in contrastive steps, for pairs that know where their answer lies (sections, inverse cloze, a JSONL "
         "'answer' span): the landmarks covering it against the page's other landmarks; 0 = off",
     )
+    tr.add_argument(
+        "--landmark-weights",
+        default=None,
+        choices=["equal", "tokens"],
+        help="how the single vector weighs a text's landmarks, in training and in the saved folder: equal, or "
+        "by each chunk's tokens (not --landmark-weight, a loss weight); default: the --init-from folder's, else equal",
+    )
     tr.add_argument("--window-min-tokens", type=int, default=192, help="shortest training passage (tokens)")
     tr.add_argument("--window-max-tokens", type=int, default=448, help="longest training passage (tokens)")
     tr.add_argument(
@@ -545,6 +552,7 @@ def run_train(args: argparse.Namespace) -> int:
         distill_queries=args.distill_queries,
         score_distill_weight=args.score_distill_weight,
         landmark_weight=args.landmark_weight,
+        landmark_weights=args.landmark_weights,
         full_finetune=args.full_finetune,
         window_min_tokens=args.window_min_tokens,
         window_max_tokens=args.window_max_tokens,

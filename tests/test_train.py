@@ -132,6 +132,27 @@ def test_init_from_continues_from_a_trained_folder(tmp_path, tiny_bert_dir, text
         config(tmp_path, tiny_bert_dir, text_folder, init_from=str(first), full_finetune=True)
 
 
+def test_landmark_weights_train_and_travel_with_the_folder(tmp_path, tiny_bert_dir, text_folder):
+    trainer = Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=1, landmark_weights="tokens"))
+    assert trainer.enc.landmark_weights == trainer.query_enc.landmark_weights == "tokens"
+    texts = [" ".join(["tide"] * 20), "Spring tides come at new and full moon."]  # 20 tokens at k=8: 8 + 8 + 4
+    with torch.no_grad():
+        pooled, states, text_of_chunk, layout = landmark_forward(trainer.student, trainer.enc, texts)
+    first = text_of_chunk == 0
+    assert layout.chunk_sizes[first.numpy()].tolist()[-1] == 4  # k of 8 or 16: a short last chunk
+    sizes = torch.as_tensor(np.maximum(layout.chunk_sizes, 1), dtype=torch.float32)
+    expected = (states[first] * sizes[first, None]).sum(0) / sizes[first].sum()
+    torch.testing.assert_close(pooled[0], expected, atol=1e-5, rtol=1e-5)
+    out = trainer.train()
+    assert LMKEncoder(model=str(out)).landmark_weights == "tokens"
+    # Continuing from it keeps its weighting unless told otherwise.
+    cont = Trainer(config(tmp_path, tiny_bert_dir, text_folder, output=str(tmp_path / "next"), init_from=str(out)))
+    assert cont.landmark_weights == "tokens"
+    assert Trainer(config(tmp_path, tiny_bert_dir, text_folder, steps=1)).landmark_weights == "equal"
+    with pytest.raises(ValueError, match="landmark_weights must be one of"):
+        config(tmp_path, tiny_bert_dir, text_folder, landmark_weights="chunks")
+
+
 def test_init_from_a_merged_folder_needs_its_rank_and_alpha(tmp_path, tiny_bert_dir, text_folder):
     from lmk_rag.train.merge import merge_lmk_folders
 

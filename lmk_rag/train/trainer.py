@@ -43,10 +43,11 @@ from ..lmk_folder import (
     DELTA_NAME,
     LMKFolderConfig,
     has_lora_adapter,
+    is_lmk_folder,
     lora_settings,
 )
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
-from ..pooling import landmark_weights_of
+from ..pooling import check_landmark_weights, landmark_weights_of
 from ..windows import build_sequences
 from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
 
@@ -90,6 +91,9 @@ class TrainConfig:
     max_seconds: float | None = None  # stop (and save) after this much wall time, even before `steps`
     stop_at_step: int | None = None  # stop (and save) at this step; the schedule stays that of `steps`
     init_from: str | None = None  # an LMK folder trained by this trainer (LoRA) on the same base: start from it
+    # How the single vector weighs landmarks, in training and in the saved folder ('equal' or 'tokens';
+    # not `landmark_weight`, a loss weight); None: the init_from folder's, else 'equal'.
+    landmark_weights: str | None = None
     device: str = "cpu"
     bf16: bool = False
     show_progress: bool = True
@@ -122,6 +126,8 @@ class TrainConfig:
         for name in ("score_distill_weight", "landmark_weight"):
             if getattr(self, name) < 0:
                 raise InvalidInputError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.landmark_weights is not None:
+            check_landmark_weights(self.landmark_weights)
         if self.warmup_steps < 0:
             raise InvalidInputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.distill_batch_size is not None and self.distill_batch_size < 1:
@@ -306,10 +312,25 @@ class Trainer:
         self.config = config
         torch.manual_seed(config.seed)
         base_path, self.base_name = resolve_model_path(config.base_model)
+        weights = config.landmark_weights
+        if weights is None and config.init_from and is_lmk_folder(config.init_from):
+            weights = LMKFolderConfig.load(Path(config.init_from)).landmark_weights
+        self.landmark_weights = weights or "equal"
         # Layout and teacher: the frozen base, shared with any encoder of the same model.
-        self.enc = LMKEncoder(base_path, granularity=list(config.granularities), device=config.device, seed=config.seed)
+        self.enc = LMKEncoder(
+            base_path,
+            granularity=list(config.granularities),
+            device=config.device,
+            seed=config.seed,
+            landmark_weights=self.landmark_weights,
+        )
         self.teacher = LMKEncoder(base_path, pooling="mean", granularity=None, device=config.device)
-        self.query_enc = LMKEncoder(base_path, granularity=max(config.granularities), device=config.device)
+        self.query_enc = LMKEncoder(
+            base_path,
+            granularity=max(config.granularities),
+            device=config.device,
+            landmark_weights=self.landmark_weights,
+        )
         model = load_model(
             base_path,
             device=self.enc.device,
@@ -596,6 +617,7 @@ class Trainer:
             pooling="lmk",
             granularity=min(c.granularities),
             landmark_token_id=self.enc.special.landmark_id,
+            landmark_weights=self.landmark_weights,
             training=record,
         ).save(self.out)
         (self.out / "history.json").write_text(json.dumps(self.history), encoding="utf-8")
