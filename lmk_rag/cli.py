@@ -15,6 +15,7 @@ from typing import Any
 from .errors import IndexNotFoundError, InvalidInputError, LMKError, PathNotFoundError
 from .export import SAVE_FORMATS
 from .passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
+from .pooling import LANDMARK_WEIGHTS
 from .settings import EncoderSettings, setting_fields
 
 
@@ -297,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--landmark-weights",
         default=None,
-        choices=["equal", "tokens"],
+        choices=LANDMARK_WEIGHTS,
         help="how the single vector weighs a text's landmarks, in training and in the saved folder: equal, or "
         "by each chunk's tokens (not --landmark-weight, a loss weight); default: the --init-from folder's, else equal",
     )
