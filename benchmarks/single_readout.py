@@ -33,6 +33,7 @@ from lmk_rag.eval.domains import domain_tasks, domains_of
 from lmk_rag.eval.metrics import retrieval_metrics, score_run
 from lmk_rag.eval.sections import read_rst_pages, section_task
 from lmk_rag.eval.tasks import RetrievalTask
+from lmk_rag.pooling import landmark_weights_of
 
 Readout = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -44,9 +45,7 @@ def unit(x: np.ndarray) -> np.ndarray:
 #: name -> f(landmark states (m, d), content tokens per chunk (m,)) -> one vector (d,)
 READOUTS: dict[str, Readout] = {
     "mean": lambda states, sizes: states.mean(axis=0),
-    "token-weighted": lambda states, sizes: (
-        (states * np.maximum(sizes, 1)[:, None]).sum(axis=0) / np.maximum(sizes, 1).sum()
-    ),
+    "token-weighted": lambda states, sizes: np.average(states, axis=0, weights=landmark_weights_of(sizes, "tokens")),
     "unit mean": lambda states, sizes: unit(states).mean(axis=0),
 }
 
@@ -87,10 +86,12 @@ def main() -> None:
     for task in tasks:
         docs = states_and_sizes(encoder, task.doc_texts)
         queries = states_and_sizes(encoder, task.query_texts)
-        reference = unit(np.stack([m.pooled for m in encoder.encode_multi(task.query_texts[:50])]))
-        mine = unit(np.stack([READOUTS["mean"](s, n) for s, n in queries[:50]]))
+        # The readout the encoder itself uses must reproduce its pooled vectors (multi-chunk documents).
+        own = "token-weighted" if encoder.landmark_weights == "tokens" else "mean"
+        reference = unit(np.stack([m.pooled for m in encoder.encode_multi(task.doc_texts[:50])]))
+        mine = unit(np.stack([READOUTS[own](s, n) for s, n in docs[:50]]))
         if not np.allclose(reference, mine, atol=1e-5):
-            raise RuntimeError("the 'mean' readout does not reproduce the encoder's pooled vectors")
+            raise RuntimeError(f"the {own!r} readout does not reproduce the encoder's pooled vectors")
         print(f"{task.name}: {len(task.doc_texts)} documents, {len(task.query_texts)} queries", flush=True)
         for name, readout in READOUTS.items():
             d = unit(np.stack([readout(s, n) for s, n in docs]))
