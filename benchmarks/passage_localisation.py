@@ -22,6 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
+from _tables import print_task_table
 
 from lmk_rag import LMKEncoder
 from lmk_rag.eval.corpora import SourceText
@@ -187,10 +188,7 @@ def main() -> None:
                 best = int(np.argmax((1 - mix) * dense + mix * words))
                 spans[(qi, top)] = (int(doc_spans[best, 0]), int(doc_spans[best, 1]))
             record(results, name, hit_rate(scores, task, spans))
-    print("\n| rule | " + " | ".join(t.name for t in tasks) + " | mean |")
-    print("|---|" + "---:|" * (len(tasks) + 1))
-    for name, values in results.items():
-        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in values) + f" | {np.mean(values):.3f} |")
+    print_task_table("rule", [t.name for t in tasks], results, digits=3)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
+from _tables import print_task_table
 
 from lmk_rag import LMKEncoder
 from lmk_rag.eval.domains import domain_tasks, domains_of
@@ -97,10 +98,7 @@ def main() -> None:
             d = unit(np.stack([readout(s, n) for s, n in docs]))
             q = unit(np.stack([readout(s, n) for s, n in queries]))
             results[name].append(ndcg(task, q @ d.T))
-    print("\n| single-vector readout | " + " | ".join(t.name for t in tasks) + " | mean |")
-    print("|---|" + "---:|" * (len(tasks) + 1))
-    for name, values in results.items():
-        print(f"| {name} | " + " | ".join(f"{v:.4f}" for v in values) + f" | {np.mean(values):.4f} |")
+    print_task_table("single-vector readout", [t.name for t in tasks], results, digits=4)
 
 
 if __name__ == "__main__":
