@@ -135,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"passage rule of the multi-vector lmk rows (as `lmk-rag search --passage`): one of {PASSAGE_RULES}, "
         "or several joined by commas (`peak,region`: one row per rule from one encoding)",
     )
+    ev.add_argument(
+        "--baseline",
+        default=None,
+        help="a method's row name as the report prints it (e.g. mean-truncated@all-MiniLM-L6-v2): every other row "
+        "gets its paired difference to it per task and over the tasks, with a 95%% bootstrap interval and a "
+        "randomization-test p (nDCG@10, and passage hit@1 where both have it)",
+    )
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
     ev.add_argument("--title", default="lmk-rag eval")
     ev.add_argument("--no-progress", action="store_true")
@@ -586,6 +593,7 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .eval import beir_task, default_haystack, evaluate, needle_tasks, parse_methods, read_folder, write_report
     from .eval.domains import domain_tasks, domains_of, export_beir
     from .eval.sections import read_rst_pages, section_task, short_section_task
+    from .eval.significance import PairedComparison, compare_to_baseline
 
     kwargs = encoder_options(args)
     methods = parse_methods(args.methods, passage=args.passage, **kwargs) if args.methods != "none" else []
@@ -630,9 +638,20 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return 0
     rows = evaluate(tasks, methods, progress=not args.no_progress)
     command = "lmk-rag " + " ".join(shlex.quote(a) for a in argv)
-    paths = write_report(rows, args.out, title=args.title, command=command, settings=vars(args))
+    comparisons: list[PairedComparison] = []
+    wrong_baseline: InvalidInputError | None = None
+    if args.baseline:
+        try:
+            comparisons = compare_to_baseline(rows, args.baseline, seed=args.seed)
+        except InvalidInputError as e:
+            wrong_baseline = e  # the evaluation is not thrown away: the report is written, then the error
+    paths = write_report(
+        rows, args.out, title=args.title, command=command, settings=vars(args), comparisons=comparisons
+    )
     print(paths["markdown"].read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if wrong_baseline is not None:
+        raise InvalidInputError(f"--baseline: {wrong_baseline} (the report above was written without the comparison)")
     return 0
 
 

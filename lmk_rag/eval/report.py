@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 from .runner import EvalRow
+from .significance import PairedComparison
 
 COLUMNS = ["nDCG@10", "R@10", "MRR", "top1", "passage_hit@1"]
 
@@ -53,7 +55,34 @@ def mean_over_tasks(by_task: dict[str, list[EvalRow]]) -> list[str]:
     return [*lines, ""]
 
 
-def markdown(rows: Sequence[EvalRow], title: str, command: str | None = None) -> str:
+def comparison_table(comparisons: Sequence[PairedComparison]) -> list[str]:
+    """Markdown of each method's paired difference to the baseline, per task and over all tasks."""
+    if not comparisons:
+        return []
+    first = comparisons[0]
+    lines = [
+        f"## paired comparison with {first.baseline}",
+        "",
+        "Method minus baseline on the same queries: mean difference, 95% bootstrap interval over queries, "
+        "two-sided p of a paired randomization (sign-flip) test; over several tasks each task weighs the same.",
+        "",
+        "| method | metric | tasks | queries | difference | 95% interval | p |",
+        "|---|---|---|---:|---:|---|---:|",
+    ]
+    for c in comparisons:
+        tasks = c.tasks[0] if len(c.tasks) == 1 else f"mean over {len(c.tasks)}"
+        interval = "" if math.isnan(c.ci_low) else f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]"
+        p = "<0.001" if c.p_value < 0.001 else f"{c.p_value:.3f}"  # the resampling cannot say smaller
+        lines.append(f"| {c.method} | {c.metric} | {tasks} | {c.n_queries} | {c.delta:+.4f} | {interval} | {p} |")
+    return [*lines, ""]
+
+
+def markdown(
+    rows: Sequence[EvalRow],
+    title: str,
+    command: str | None = None,
+    comparisons: Sequence[PairedComparison] = (),
+) -> str:
     lines = [f"# {title}", ""]
     if command:
         lines += ["Produced by:", "", "```", command, "```", ""]
@@ -76,6 +105,7 @@ def markdown(rows: Sequence[EvalRow], title: str, command: str | None = None) ->
             )
         lines.append("")
     lines += mean_over_tasks(by_task)
+    lines += comparison_table(comparisons)
     for key, label in (("length", "document length (tokens)"), ("position", "needle position")):
         table = breakdown(rows, key)
         if not table:
@@ -128,17 +158,19 @@ def write_report(
     title: str = "lmk-rag eval",
     command: str | None = None,
     settings: dict | None = None,
+    comparisons: Sequence[PairedComparison] = (),
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out / "report.md", "json": out / "report.json"}
-    paths["markdown"].write_text(markdown(rows, title, command), encoding="utf-8")
+    paths["markdown"].write_text(markdown(rows, title, command, comparisons), encoding="utf-8")
     payload = {
         "title": title,
         "command": command,
         "settings": settings or {},
         "rows": [{k: v for k, v in r.to_dict().items() if k not in ("per_query", "query_meta")} for r in rows],
+        "comparisons": [c.to_dict() for c in comparisons],
         "by_length": breakdown(rows, "length"),
         "by_position": breakdown(rows, "position"),
     }
