@@ -11,14 +11,13 @@ a machine without the documentation packages).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-from typing import Any
 
 
 def write_pairs(out: Path, domains: list[str], max_pages: int, window_min: int, window_max: int, seed: int) -> int:
     from lmk_rag.encoder import LMKEncoder
     from lmk_rag.models import DEFAULT_MODEL, resolve_model_path
+    from lmk_rag.train.data import save_pairs
     from lmk_rag.train.trainer import TrainConfig, build_pairs
 
     config = TrainConfig(
@@ -32,16 +31,7 @@ def write_pairs(out: Path, domains: list[str], max_pages: int, window_min: int, 
         seed=seed,
     )
     tokenize = LMKEncoder(resolve_model_path(DEFAULT_MODEL)[0], granularity=32, device="cpu").tokenize
-    pairs = build_pairs(config, tokenize)
-    with out.open("w", encoding="utf-8") as f:
-        for pair in pairs:
-            row: dict[str, Any] = {"query": pair.query, "positive": pair.positive}
-            if pair.negative:
-                row["negative"] = pair.negative
-            if pair.answer:
-                row["answer"] = list(pair.answer)
-            f.write(json.dumps(row) + "\n")
-    return len(pairs)
+    return save_pairs(build_pairs(config, tokenize), out)
 
 
 def main() -> int:

@@ -203,6 +203,7 @@ def install_readers(path: Path) -> None:
 def write_pairs(packed: Path, out: Path, args: argparse.Namespace) -> None:
     from lmk_rag.encoder import LMKEncoder
     from lmk_rag.models import DEFAULT_MODEL, resolve_model_path
+    from lmk_rag.train.data import save_pairs
     from lmk_rag.train.trainer import TrainConfig, build_pairs
 
     install_readers(packed)
@@ -217,16 +218,7 @@ def write_pairs(packed: Path, out: Path, args: argparse.Namespace) -> None:
         seed=args.seed,
     )
     tokenize = LMKEncoder(resolve_model_path(DEFAULT_MODEL)[0], granularity=32, device="cpu").tokenize
-    pairs = build_pairs(config, tokenize)
-    with out.open("w", encoding="utf-8") as f:
-        for pair in pairs:
-            row: dict[str, Any] = {"query": pair.query, "positive": pair.positive}
-            if pair.negative:
-                row["negative"] = pair.negative
-            if pair.answer:
-                row["answer"] = list(pair.answer)
-            f.write(json.dumps(row) + "\n")
-    print(f"wrote {len(pairs)} pairs to {out}")
+    print(f"wrote {save_pairs(build_pairs(config, tokenize), out)} pairs to {out}")
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lmk_rag import LMKEncoder
-from lmk_rag.train import TrainConfig, Trainer, load_pairs
+from lmk_rag.train import TrainConfig, Trainer, load_pairs, save_pairs
 from lmk_rag.train.data import Pair
 from lmk_rag.train.trainer import landmark_forward
 
@@ -320,6 +320,10 @@ def test_jsonl_pairs_and_bad_config(tmp_path, tiny_bert_dir):
         (tmp_path / "bad.jsonl").write_text(f'{{"query": "q", "positive": "the answer is here", "answer": {bad}}}\n')
         with pytest.raises(ValueError, match="answer"):
             load_pairs(tmp_path / "bad.jsonl")
+    # save_pairs writes what load_pairs reads back, field for field (non-ASCII and newlines included).
+    built = [Pair("q1", "p1\nwith ünïcode", "n1", (0, 2)), Pair("q2", "p2"), Pair("q3", "p3", None, (1, 2))]
+    assert save_pairs(built, tmp_path / "saved.jsonl") == 3
+    assert load_pairs(tmp_path / "saved.jsonl") == built
     path.write_text('{"query": "q1", "positive": "p1", "negative": "n1"}\n{"anchor": "q2", "pos": ["p2"]}\n')
     (tmp_path / "bad.jsonl").write_text('{"question": "x"}\n')
     with pytest.raises(ValueError, match="query"):

@@ -67,12 +67,14 @@ def paired_test(
         return np.sum((x - y) * weights, axis=axis)
 
     rng = np.random.default_rng(seed)
+    batch = max(1, min(1000, 4_000_000 // len(weights)))  # resamples at a time: ~32 MB per array, any query count
     flips = stats.permutation_test(
         (np.concatenate(xs), np.concatenate(ys)),
         weighted_difference,
         permutation_type="samples",  # paired: swap the two values of a query, i.e. flip its difference's sign
         vectorized=True,
         n_resamples=n_resamples,
+        batch=batch,
         alternative="two-sided",
         rng=rng,
     )
@@ -85,6 +87,7 @@ def paired_test(
             tuple(diffs),
             mean_of_task_means,
             n_resamples=n_resamples,
+            batch=batch,
             vectorized=True,
             paired=False,  # several samples resampled independently: a bootstrap stratified by task
             method="percentile",

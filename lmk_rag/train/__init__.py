@@ -1,6 +1,6 @@
 """LMK training: contrastive + MaxSim + landmark distillation, LoRA or full fine-tuning."""
 
-from .data import Pair, inverse_cloze_pairs, load_pairs, section_pairs, text_windows
+from .data import Pair, inverse_cloze_pairs, load_pairs, save_pairs, section_pairs, text_windows
 from .merge import merge_lmk_folders
 from .trainer import TrainConfig, Trainer, train
 
@@ -11,6 +11,7 @@ __all__ = [
     "inverse_cloze_pairs",
     "load_pairs",
     "merge_lmk_folders",
+    "save_pairs",
     "section_pairs",
     "text_windows",
     "train",

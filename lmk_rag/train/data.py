@@ -75,6 +75,20 @@ def load_pairs(path: str | Path) -> list[Pair]:
     return pairs
 
 
+def save_pairs(pairs: Sequence[Pair], path: str | Path) -> int:
+    """Write ``pairs`` as the JSONL :func:`load_pairs` reads back (the same pairs, field for field),
+    so the pairs one build makes can feed several training runs; returns how many were written."""
+    with Path(path).open("w", encoding="utf-8") as f:
+        for pair in pairs:
+            row: dict[str, object] = {"query": pair.query, "positive": pair.positive}
+            if pair.negative:
+                row["negative"] = pair.negative
+            if pair.answer:
+                row["answer"] = list(pair.answer)
+            f.write(json.dumps(row) + "\n")
+    return len(pairs)
+
+
 def text_windows(texts: list[str], tokenize, min_tokens: int, max_tokens: int, seed: int) -> list[str]:
     """Cut documents into consecutive windows of min..max tokens (char slices via token offsets)."""
     rng = random.Random(seed)
