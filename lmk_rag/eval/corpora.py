@@ -67,10 +67,13 @@ def python_docs() -> list[SourceText]:
 
 
 def package_readmes(min_chars: int = 2000) -> list[SourceText]:
-    """Long descriptions (READMEs) of the installed Python distributions, FAQ ones dropped."""
+    """Long descriptions (READMEs) of the installed Python distributions, FAQ ones dropped.
+
+    lmk-rag's own README is left out: it holds this project's results tables, and with it every
+    README edit would change the default training pairs of an editable install."""
     from importlib.metadata import distributions
 
-    seen: set[str] = set()
+    seen: set[str] = {"lmk-rag"}
     out = []
     for dist in distributions():
         meta: Any = dist.metadata  # email.message.Message at run time

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lmk_rag.eval import beir_task, default_haystack, evaluate, is_faq, needle_tasks, parse_methods, write_report
-from lmk_rag.eval.corpora import SourceText, split_of, strip_faq_sections
+from lmk_rag.eval.corpora import SourceText, package_readmes, split_of, strip_faq_sections
 from lmk_rag.eval.metrics import passage_hits, retrieval_metrics, score_run
 
 from ..cli_runner import run_cli
@@ -154,6 +154,14 @@ def test_faq_documents_are_held_out():
     names = [s.name for s in default_haystack("eval")]
     assert names and all(split_of(n) == "eval" for n in names)
     assert not set(names) & {s.name for s in default_haystack("train")}
+
+
+def test_package_readmes_leave_out_this_projects_own():
+    from importlib.metadata import metadata
+
+    assert len(metadata("lmk-rag").get_payload() or "") > 2000  # long enough that only the rule keeps it out
+    names = {s.name for s in package_readmes()}
+    assert names and "readme/lmk-rag" not in names
 
 
 def test_bad_method_and_task_specs(counter):
