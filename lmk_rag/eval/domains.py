@@ -117,15 +117,6 @@ DOMAINS: dict[str, Domain] = {
             exclude=(*_SPHINX_CHROME, "reference/generated/*", "release/*"),
         ),
         Domain("zsh", "zsh-doc", "usr/share/doc/zsh-common/html", "train"),
-        # End-user manuals (added 2026-12-06): prose, which the reference docs above are not.
-        Domain("gimp", "gimp-help-en", "usr/share/gimp/2.0/help/en", "train"),
-        Domain(
-            "lilypond",
-            "lilypond-doc-html",
-            "usr/share/doc/lilypond/html/Documentation",
-            "train",
-            include=("learning/*.html", "notation/*.html", "usage/*.html"),
-        ),
         Domain("octave", "octave-doc", "usr/share/doc/octave", "train"),
         Domain(
             "erlang",
