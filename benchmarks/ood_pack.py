@@ -201,24 +201,13 @@ def install_readers(path: Path) -> None:
 
 
 def write_pairs(packed: Path, out: Path, args: argparse.Namespace) -> None:
-    from lmk_rag.encoder import LMKEncoder
-    from lmk_rag.models import DEFAULT_MODEL, resolve_model_path
-    from lmk_rag.train.data import save_pairs
-    from lmk_rag.train.trainer import TrainConfig, build_pairs
+    from make_pairs import write_pairs as build_and_save  # beside this file: the same pairs, from the readers
 
     install_readers(packed)
-    config = TrainConfig(
-        output=str(out.parent),
-        texts=["default"],
-        sections=["default"],
-        domains=args.domains,
-        max_pages_per_domain=args.max_pages_per_domain,
-        window_min_tokens=args.window_min_tokens,
-        window_max_tokens=args.window_max_tokens,
-        seed=args.seed,
+    n = build_and_save(
+        out, args.domains, args.max_pages_per_domain, args.window_min_tokens, args.window_max_tokens, args.seed
     )
-    tokenize = LMKEncoder(resolve_model_path(DEFAULT_MODEL)[0], granularity=32, device="cpu").tokenize
-    print(f"wrote {save_pairs(build_pairs(config, tokenize), out)} pairs to {out}")
+    print(f"wrote {n} pairs to {out}")
 
 
 def main() -> int:
