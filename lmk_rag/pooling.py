@@ -49,6 +49,17 @@ def landmark_weights_of(chunk_sizes: np.ndarray, weights: str) -> np.ndarray:
     return np.maximum(np.asarray(chunk_sizes, dtype=np.float32), 1.0)
 
 
+def weighted_text_means(
+    vectors: torch.Tensor, text_of_chunk: torch.Tensor, weights: torch.Tensor, n_texts: int
+) -> torch.Tensor:
+    """(n_texts, d) each text's weighted mean of its chunks' vectors: the single vector of ``lmk``
+    and ``lmk+mean``. Out of place, so training differentiates through the same readout it serves."""
+    total = torch.zeros(n_texts, vectors.shape[-1], device=vectors.device, dtype=vectors.dtype)
+    total = total.index_add(0, text_of_chunk, vectors * weights[:, None])
+    count = torch.zeros(n_texts, device=weights.device, dtype=weights.dtype).index_add(0, text_of_chunk, weights)
+    return total / count.clamp(min=1e-12)[:, None]
+
+
 @dataclass
 class BatchIndex:
     """Where to read one padded batch: landmarks owned by its rows, segments, CLS rows."""
@@ -130,10 +141,7 @@ class PoolingAccumulator:
         n_texts = len(self.cls_sum)
         if pooling in ("lmk", "lmk+mean"):
             vectors = self.lmk if pooling == "lmk" else self.mixed_vectors()
-            weighted = vectors * self.chunk_weights[:, None]
-            total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, weighted)
-            count = torch.zeros(n_texts).index_add_(0, self.text_of_chunk, self.chunk_weights)
-            return total / count.clamp(min=1e-12)[:, None]
+            return weighted_text_means(vectors, self.text_of_chunk, self.chunk_weights, n_texts)
         if pooling == "mean":
             total = torch.zeros_like(self.cls_sum).index_add_(0, self.text_of_chunk, self.chunk_sum)
             count = torch.zeros(n_texts).index_add_(0, self.text_of_chunk, self.chunk_count)

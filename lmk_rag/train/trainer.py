@@ -47,7 +47,7 @@ from ..lmk_folder import (
     lora_settings,
 )
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
-from ..pooling import check_landmark_weights, landmark_weights_of
+from ..pooling import check_landmark_weights, landmark_weights_of, weighted_text_means
 from ..windows import build_sequences
 from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
 
@@ -245,11 +245,8 @@ def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]
         np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets)), device=hidden.device
     )
     weights = torch.as_tensor(landmark_weights_of(layout.chunk_sizes, enc.landmark_weights), device=hidden.device)
-    counts = torch.zeros(layout.n_texts, device=hidden.device).index_add(0, text_of_chunk, weights)
-    pooled = torch.zeros(layout.n_texts, states.shape[-1], device=hidden.device).index_add(
-        0, text_of_chunk, states * weights[:, None]
-    )
-    return pooled / counts[:, None], states, text_of_chunk, layout
+    pooled = weighted_text_means(states, text_of_chunk, weights, layout.n_texts)
+    return pooled, states, text_of_chunk, layout
 
 
 def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Tensor, n_docs: int) -> torch.Tensor:
