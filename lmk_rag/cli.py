@@ -234,8 +234,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. your own domain's adapter and the shipped one: a model between the two, no training). "
         "Exact: the result is one LoRA adapter of the summed rank.",
     )
-    mg.add_argument("models", metavar="MODEL", nargs="+", help="two or more LMK folders or shipped adapter names")
-    mg.add_argument("--weights", type=_floats, required=True, help="comma-separated, one per MODEL, summing to 1")
+    mg.add_argument(
+        "models", metavar="MODEL", nargs="+", help="LMK folders or shipped adapter names (two or more, or one with --base-weight)"
+    )
+    mg.add_argument(
+        "--weights", type=_floats, required=True, help="comma-separated, one per MODEL; with --base-weight, summing to 1"
+    )
+    mg.add_argument(
+        "--base-weight",
+        type=float,
+        default=0.0,
+        help="share of the untrained base model (default 0): moves the adapters back toward it (WiSE-FT)",
+    )
     mg.add_argument("--output", required=True, help="folder to write (must not exist or be empty, unless --overwrite)")
     mg.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
 
@@ -583,7 +593,9 @@ def run_train(args: argparse.Namespace) -> int:
 def run_merge(args: argparse.Namespace) -> int:
     from .train.merge import merge_lmk_folders
 
-    out = merge_lmk_folders(args.models, args.weights, args.output, overwrite=args.overwrite)
+    out = merge_lmk_folders(
+        args.models, args.weights, args.output, base_weight=args.base_weight, overwrite=args.overwrite
+    )
     print(f"wrote {out}; load it with LMKEncoder(model={str(out)!r})")
     return 0
 

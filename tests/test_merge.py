@@ -82,6 +82,41 @@ def test_a_weight_of_one_gives_that_adapters_vectors(tmp_path, two_adapters):
     )
 
 
+def test_a_share_of_the_base_scales_an_adapters_change(tmp_path, two_adapters, tiny_bert_dir):
+    # WiSE-FT: W_base + a * delta, the landmark offset scaled alike (it lives in the merged embeddings).
+    a, _ = two_adapters
+    out = merge_lmk_folders([a], [0.6], tmp_path / "wise", base_weight=0.4)
+    w0, wa, ws = merged_weights(tiny_bert_dir), merged_weights(a), merged_weights(out)
+    assert set(ws) == set(w0)
+    assert max((w0[k] + 0.6 * (wa[k] - w0[k]) - ws[k]).abs().max().item() for k in ws) < 1e-5
+    assert any((wa[k] - w0[k]).abs().max() > 1e-3 for k in ws)  # the adapter did change the base
+    record = json.loads((out / "lmk_config.json").read_text())
+    assert record["training"] == {"merged_from": [{"model": str(a), "weight": 0.6}], "base_weight": 0.4}
+    assert json.loads((out / "adapter" / "adapter_config.json").read_text())["r"] == 4
+    np.testing.assert_allclose(  # all of the base: the untrained model, read out at its landmarks
+        LMKEncoder(model=str(merge_lmk_folders([a], [0.0], tmp_path / "base", base_weight=1.0)), device="cpu").encode(
+            TEXTS
+        ),
+        LMKEncoder(model=str(tiny_bert_dir), device="cpu", pooling="lmk", granularity=8).encode(TEXTS),
+        atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("weights", "base_weight", "error", "match"),
+    [
+        ([0.6], 0.6, ValueError, r"weights and base_weight must sum to 1.*plus base_weight 0.6"),
+        ([0.6, 0.6], -0.2, ValueError, "base_weight must be a finite number >= 0"),
+        ([0.5], float("inf"), ValueError, "base_weight must be a finite number >= 0"),
+        ([0.5], "0.5", TypeError, "base_weight must be a number"),
+    ],
+)
+def test_bad_base_weights_are_refused(tmp_path, two_adapters, weights, base_weight, error, match):
+    with pytest.raises(error, match=match):
+        merge_lmk_folders(list(two_adapters)[: len(weights)], weights, tmp_path / "x", base_weight=base_weight)
+    assert not (tmp_path / "x").exists()
+
+
 def modes(folder: Path) -> set[tuple[bool, int]]:
     return {(p.is_dir(), stat.S_IMODE(p.stat().st_mode)) for p in (folder, *folder.rglob("*"))}
 
@@ -176,3 +211,7 @@ def test_merge_command_line(tmp_path, two_adapters):
     assert np.isfinite(LMKEncoder(model=str(out), device="cpu").encode(TEXTS)).all()
     bad = run_cli("merge", str(a), str(b), "--weights", "0.5", "--output", str(tmp_path / "bad"))
     assert bad.returncode == 2 and "one per model" in bad.stderr
+    wise = tmp_path / "cli-wise"
+    done = run_cli("merge", str(a), "--weights", "0.75", "--base-weight", "0.25", "--output", str(wise))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((wise / "lmk_config.json").read_text())["training"]["base_weight"] == 0.25

@@ -6,7 +6,9 @@ documentation in general) often trade one family for the other. Interpolating th
 better than either on a mix. Each LoRA delta is ``s_i * B_i @ A_i`` (``s_i`` the adapter's
 scaling), so the weighted sum is itself *exactly* a LoRA of rank ``sum r_i``: ``A`` the stacked
 ``A_i`` and ``B`` the side-by-side ``w_i * s_i * B_i``, with scaling 1. The landmark offsets are
-interpolated with the same weights. The result is an ordinary LMK folder: ``LMKEncoder(model=out)``,
+interpolated with the same weights. A share of the base model itself (``base_weight``: its delta is
+zero) moves a fine-tuned adapter back toward the pretrained weights, WiSE-FT's robust interpolation
+(Wortsman et al., 2022): ``W_base + a * delta``. The result is an ordinary LMK folder: ``LMKEncoder(model=out)``,
 ``lmk-rag eval``, ``LMKEncoder.save(format="sentence-transformers")`` all read it.
 """
 
@@ -60,24 +62,30 @@ def merge_lmk_folders(
     weights: Sequence[float],
     output: str | os.PathLike[str],
     *,
+    base_weight: float = 0.0,
     overwrite: bool = False,
 ) -> Path:
-    """Write to ``output`` the LMK folder whose weights are ``sum_i weights[i] * models[i]``.
+    """Write to ``output`` the LMK folder whose weights are ``base_weight * base + sum_i weights[i] * models[i]``.
 
-    ``models``: two or more LMK folders written by ``lmk-rag train`` (LoRA), or names of shipped
-    adapters, all on the same base model with the same landmark token. ``weights``: one per model,
-    each >= 0, summing to 1 (an interpolation; 0.5/0.5 is the midpoint). Granularity, prefixes and
-    layout are taken from the first model. Returns the folder written.
+    ``models``: LMK folders written by ``lmk-rag train`` (LoRA), or names of shipped adapters, all on
+    the same base model with the same landmark token; two or more, or one with ``base_weight > 0``.
+    ``weights``: one per model, each >= 0; with ``base_weight`` (>= 0, the untrained base model's
+    share) they sum to 1 (an interpolation; 0.5/0.5 is the midpoint; ``[0.8]`` with
+    ``base_weight=0.2`` keeps 80% of one adapter's change). Granularity, prefixes, layout and
+    readout are taken from the first model. Returns the folder written.
     """
     if isinstance(models, (str, os.PathLike)) or not isinstance(models, Sequence):
         raise InvalidTypeError("models must be a list of two or more LMK folders or shipped adapter names")
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
         raise InvalidTypeError("weights must be a list of numbers, one per model")
-    if len(models) < 2:
-        raise InvalidInputError(f"models: merging needs two or more LMK folders, got {len(models)}")
+    bw = _check_weight("base_weight", base_weight)
+    if len(models) < (1 if bw > 0 else 2):
+        raise InvalidInputError(
+            f"models: merging needs two or more LMK folders, or one with base_weight > 0, got {len(models)}"
+        )
     if len(weights) != len(models):
         raise InvalidInputError(f"weights: one per model is needed ({len(models)} models), got {len(weights)}")
-    ws = _check_weights(weights)
+    ws = _check_weights(weights, bw)
     out = Path(output).expanduser()
     check_destination(out, overwrite=overwrite)  # before reading any weights
     adapters = [_read(m) for m in models]
@@ -87,24 +95,28 @@ def merge_lmk_folders(
     delta = sum((w * a.delta for w, a in zip(ws, adapters, strict=True)), torch.zeros_like(adapters[0].delta))
     return write_folder(
         out,
-        lambda staging: _write_folder(staging, adapters, ws, merged, delta),
+        lambda staging: _write_folder(staging, adapters, ws, bw, merged, delta),
         overwrite=overwrite,
         protected=[a.folder for a in adapters],
         what="a model being merged",
     )
 
 
-def _check_weights(weights: Sequence[float]) -> list[float]:
-    ws: list[float] = []
-    for i, w in enumerate(weights):
-        if isinstance(w, bool) or not isinstance(w, (int, float)):
-            raise InvalidTypeError(f"weights[{i}] must be a number, got {type(w).__name__}")
-        if not math.isfinite(w) or w < 0:
-            raise InvalidInputError(f"weights[{i}] must be a finite number >= 0, got {w!r}")
-        ws.append(float(w))
-    if abs(sum(ws) - 1.0) > 1e-6:
+def _check_weight(name: str, w: object) -> float:
+    if isinstance(w, bool) or not isinstance(w, (int, float)):
+        raise InvalidTypeError(f"{name} must be a number, got {type(w).__name__}")
+    if not math.isfinite(w) or w < 0:
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {w!r}")
+    return float(w)
+
+
+def _check_weights(weights: Sequence[float], base_weight: float) -> list[float]:
+    ws = [_check_weight(f"weights[{i}]", w) for i, w in enumerate(weights)]
+    if abs(sum(ws) + base_weight - 1.0) > 1e-6:
+        with_base = f" plus base_weight {base_weight:g}" if base_weight else ""
         raise InvalidInputError(
-            f"weights must sum to 1 (they interpolate between the models), got {ws} summing to {sum(ws):.6g}"
+            f"weights{' and base_weight' if base_weight else ''} must sum to 1 (they interpolate between the "
+            f"models), got {ws}{with_base} summing to {sum(ws) + base_weight:.6g}"
         )
     return ws
 
@@ -188,7 +200,12 @@ def _merged_lora(adapters: list[_Adapter], ws: list[float]) -> dict[str, torch.T
 
 
 def _write_folder(
-    out: Path, adapters: list[_Adapter], ws: list[float], lora: dict[str, torch.Tensor], delta: torch.Tensor
+    out: Path,
+    adapters: list[_Adapter],
+    ws: list[float],
+    base_weight: float,
+    lora: dict[str, torch.Tensor],
+    delta: torch.Tensor,
 ) -> None:
     from safetensors.torch import save_file
 
@@ -212,5 +229,8 @@ def _write_folder(
         layout=first.layout,
         max_length=first.max_length,
         landmark_weights=first.landmark_weights,
-        training={"merged_from": [{"model": a.name, "weight": w} for a, w in zip(adapters, ws, strict=True)]},
+        training={
+            "merged_from": [{"model": a.name, "weight": w} for a, w in zip(adapters, ws, strict=True)],
+            **({"base_weight": base_weight} if base_weight else {}),
+        },
     ).save(out)
