@@ -235,10 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
         "Exact: the result is one LoRA adapter of the summed rank.",
     )
     mg.add_argument(
-        "models", metavar="MODEL", nargs="+", help="LMK folders or shipped adapter names (two or more, or one with --base-weight)"
+        "models",
+        metavar="MODEL",
+        nargs="+",
+        help="LMK folders or shipped adapter names (two or more, or one with --base-weight)",
     )
     mg.add_argument(
-        "--weights", type=_floats, required=True, help="comma-separated, one per MODEL; with --base-weight, summing to 1"
+        "--weights",
+        type=_floats,
+        required=True,
+        help="comma-separated, one per MODEL; with --base-weight, summing to 1",
     )
     mg.add_argument(
         "--base-weight",
