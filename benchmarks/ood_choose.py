@@ -31,10 +31,19 @@ IN_DOMAIN_MIN = 0.857
 SWITCH_MARGIN = 0.005
 
 
-def means(report: Path) -> dict[str, dict[str, float]]:
-    """Mean of each metric over the report's tasks (domains), keyed by method without its @model."""
+# The tasks those means are over: a dev report over other domains is refused, not compared.
+DEV_TASKS = {f"domain-{name}" for name in ("nodejs", "sqlite", "ghc", "postfix", "gnucash")}
+
+
+def means(report: Path, tasks: set[str] | None = None) -> dict[str, dict[str, float]]:
+    """Mean of each metric over the report's tasks (domains), keyed by method without its @model;
+    with ``tasks``, the report must hold exactly those."""
+    rows = json.loads(report.read_text())["rows"]
+    found = {row["task"] for row in rows}
+    if tasks is not None and found != tasks:
+        raise SystemExit(f"{report}: tasks {sorted(found)}, but the rule's numbers are over {sorted(tasks)}")
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in json.loads(report.read_text())["rows"]:
+    for row in rows:
         for metric, value in row["metrics"].items():
             values[row["method"].split("@")[0]][metric].append(value)
     return {m: {k: sum(v) / len(v) for k, v in ms.items()} for m, ms in values.items()}
@@ -44,7 +53,7 @@ def summary(work: Path, name: str) -> dict[str, float] | None:
     dev, sections = work / f"dev-{name}" / "report.json", work / f"sections-{name}" / "report.json"
     if not dev.is_file() or not sections.is_file():
         return None
-    d, s = means(dev), means(sections)
+    d, s = means(dev, DEV_TASKS), means(sections)
     return {
         "multi": d["lmk-multi-k32-peak"]["nDCG@10"],
         "passage": d["lmk-multi-k32-peak"]["passage_hit@1"],
