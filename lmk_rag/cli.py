@@ -446,13 +446,33 @@ def run_ingest(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
+_CONTEXT_CHARS = 160
+
+
 def _highlight(hit, tty: bool) -> str:
-    a, b = hit.span
-    before = hit.text[max(0, a - 120) : a].split("\n")[-1]
-    after = hit.text[b : b + 120].split("\n")[0]
+    """The matched span marked inside up to ``_CONTEXT_CHARS`` of its paragraph on each side, on one
+    line: hard-wrapped text keeps its context (only a blank line ends it), cut at whole words."""
+    text, (a, b) = hit.text, hit.span
+    lo = max(0, a - _CONTEXT_CHARS)
+    before = text[lo:a].split("\n\n")[-1]
+    cut_before = len(before) == a - lo and lo > 0  # neither the text's nor the paragraph's start
+    if cut_before and not text[lo - 1].isspace():
+        before = before.split(maxsplit=1)[1] if len(before.split(maxsplit=1)) > 1 else ""
+    hi = min(len(text), b + _CONTEXT_CHARS)
+    after = text[b:hi].split("\n\n")[0]
+    cut_after = len(after) == hi - b and hi < len(text)
+    if cut_after and not text[hi].isspace():
+        after = after.rsplit(maxsplit=1)[0] if len(after.rsplit(maxsplit=1)) > 1 else ""
     mark = ("\033[1m", "\033[0m") if tty else ("[[", "]]")
-    body = " ".join(hit.text[a:b].split())
-    return f"...{before}{mark[0]}{body}{mark[1]}{after}..."
+
+    def flat(part: str) -> str:  # one line; a space where the part starts or ends with whitespace
+        return (" " if part[:1].isspace() else "") + " ".join(part.split()) + (" " if part[-1:].isspace() else "")
+
+    span = text[a:b]
+    lead, trail = (" " if span[:1].isspace() else ""), (" " if span[-1:].isspace() else "")
+    line = f"{flat(before)}{lead}{mark[0]}{' '.join(span.split())}{mark[1]}{trail}{flat(after)}"
+    line = line.strip().replace("  ", " ")  # a space on both sides of a mark counts once
+    return f"{'...' if cut_before else ''}{line}{'...' if cut_after else ''}"
 
 
 def run_search(args: argparse.Namespace) -> int:

@@ -160,3 +160,42 @@ def test_bad_paths_and_uris_exit_2_with_one_line(args, message):
     out = cli(*args)
     assert out.returncode == 2 and message in out.stderr
     assert len([line for line in out.stderr.splitlines() if line.startswith("lmk-rag")]) == 1
+
+
+def _hit(text: str, start: int, end: int):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(text=text, span=(start, end))
+
+
+def test_search_lines_keep_the_context_of_hard_wrapped_text():
+    from lmk_rag.cli import _highlight
+
+    text = (
+        "Intro paragraph that is not context.\n\n## Shade and inverters\n\nShade on one panel can pull down\n"
+        "a whole string. String inverters are cheaper and\nusually need replacing after ten to fifteen years.\n\n"
+        "## Next section\n"
+    )
+    a = text.index("a whole")
+    b = text.index("cheaper") + len("cheaper")
+    line = _highlight(_hit(text, a, b), tty=False)
+    # A single newline does not end the context (the old display stopped at "down"); a blank line does.
+    assert line == (
+        "Shade on one panel can pull down [[a whole string. String inverters are cheaper]] and usually need "
+        "replacing after ten to fifteen years."
+    )
+    assert "\n" not in line and "Intro" not in line and "Next section" not in line
+
+
+def test_search_lines_cut_long_context_at_whole_words():
+    from lmk_rag.cli import _highlight
+
+    words = " ".join(f"word{i}" for i in range(200))
+    a = words.index("word100")
+    b = a + len("word100")
+    line = _highlight(_hit(words, a, b), tty=False)
+    assert line.startswith("...word") and line.endswith("...")
+    assert "[[word100]]" in line
+    inner = line.strip(".").replace("[[", "").replace("]]", "").split(" ")
+    assert all(w.startswith("word") and w[4:].isdigit() for w in inner)  # no half word at either end
+    assert _highlight(_hit("only this", 0, 9), tty=True) == "\033[1monly this\033[0m"
