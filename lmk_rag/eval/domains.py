@@ -133,8 +133,8 @@ DOMAINS: dict[str, Domain] = {
         Domain("ghc", "ghc-doc", "usr/share/doc/ghc-doc/html/users_guide", "dev", exclude=_SPHINX_CHROME),
         Domain("postfix", "postfix-doc", "usr/share/doc/postfix/html", "dev"),
         Domain("gnucash", "gnucash-docs", "usr/share/doc/gnucash-docs/gnucash-guide-en", "dev"),
-        # End-user prose (2026-12-06), where base mean pooling is strongest on short texts: chosen on
-        # page and query counts only. Z/Z50 trained on it once and were discarded; no kept model was.
+        # End-user prose (2026-12-06), the kind of text of the test split's short-text gap (a prose
+        # manual): chosen on page and query counts only. Only the discarded Z/Z50 ever trained on it.
         Domain("gimp", "gimp-help-en", "usr/share/gimp/2.0/help/en", "dev"),
         Domain("git", "git-doc", "usr/share/doc/git-doc", "test", exclude=("RelNotes/*",)),
         Domain(
