@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import shlex
 import sys
 import traceback
@@ -453,25 +454,19 @@ def _highlight(hit, tty: bool) -> str:
     """The matched span marked inside up to ``_CONTEXT_CHARS`` of its paragraph on each side, on one
     line: hard-wrapped text keeps its context (only a blank line ends it), cut at whole words."""
     text, (a, b) = hit.text, hit.span
-    lo = max(0, a - _CONTEXT_CHARS)
-    before = text[lo:a].split("\n\n")[-1]
-    cut_before = len(before) == a - lo and lo > 0  # neither the text's nor the paragraph's start
+    core = text[a:b]
+    if core.strip():  # whitespace at the span's edges is context, so the marks hug the words
+        a, b = a + len(core) - len(core.lstrip()), b - (len(core) - len(core.rstrip()))
+    lo, hi = max(0, a - _CONTEXT_CHARS), min(len(text), b + _CONTEXT_CHARS)
+    before, after = text[lo:a].split("\n\n")[-1], text[b:hi].split("\n\n")[0]
+    cut_before = lo > 0 and len(before) == a - lo  # neither the text's nor the paragraph's start
+    cut_after = hi < len(text) and len(after) == hi - b
     if cut_before and not text[lo - 1].isspace():
-        before = before.split(maxsplit=1)[1] if len(before.split(maxsplit=1)) > 1 else ""
-    hi = min(len(text), b + _CONTEXT_CHARS)
-    after = text[b:hi].split("\n\n")[0]
-    cut_after = len(after) == hi - b and hi < len(text)
+        before = re.sub(r"^\S+", "", before)  # no half word
     if cut_after and not text[hi].isspace():
-        after = after.rsplit(maxsplit=1)[0] if len(after.rsplit(maxsplit=1)) > 1 else ""
+        after = re.sub(r"\S+$", "", after)
     mark = ("\033[1m", "\033[0m") if tty else ("[[", "]]")
-
-    def flat(part: str) -> str:  # one line; a space where the part starts or ends with whitespace
-        return (" " if part[:1].isspace() else "") + " ".join(part.split()) + (" " if part[-1:].isspace() else "")
-
-    span = text[a:b]
-    lead, trail = (" " if span[:1].isspace() else ""), (" " if span[-1:].isspace() else "")
-    line = f"{flat(before)}{lead}{mark[0]}{' '.join(span.split())}{mark[1]}{trail}{flat(after)}"
-    line = line.strip().replace("  ", " ")  # a space on both sides of a mark counts once
+    line = " ".join(f"{before}{mark[0]}{text[a:b]}{mark[1]}{after}".split())
     return f"{'...' if cut_before else ''}{line}{'...' if cut_after else ''}"
 
 
