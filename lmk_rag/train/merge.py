@@ -112,11 +112,15 @@ def _check_weight(name: str, w: object) -> float:
 
 def _check_weights(weights: Sequence[float], base_weight: float) -> list[float]:
     ws = [_check_weight(f"weights[{i}]", w) for i, w in enumerate(weights)]
-    if abs(sum(ws) + base_weight - 1.0) > 1e-6:
-        with_base = f" plus base_weight {base_weight:g}" if base_weight else ""
+    total = sum(ws) + base_weight
+    if abs(total - 1.0) > 1e-6:
+        what, given = (
+            ("weights and base_weight", f"{ws} plus base_weight {base_weight:g}")
+            if base_weight
+            else ("weights", f"{ws}")
+        )
         raise InvalidInputError(
-            f"weights{' and base_weight' if base_weight else ''} must sum to 1 (they interpolate between the "
-            f"models), got {ws}{with_base} summing to {sum(ws) + base_weight:.6g}"
+            f"{what} must sum to 1 (they interpolate between the models), got {given} summing to {total:.6g}"
         )
     return ws
 
