@@ -3,7 +3,8 @@
 Layout of a folder written by ``lmk-rag train``::
 
     lmk_config.json               base model, pooling, granularity, landmark id, training record
-    adapter/                      peft LoRA adapter (adapter_config.json, adapter_model.safetensors)
+    adapter/                      LoRA adapter as peft writes it (adapter_config.json, adapter_model.safetensors);
+                                  merged into the base weights at load time without peft
     landmark_delta.safetensors    trained offset added to the landmark token's input embedding
 
 or, after full fine-tuning or ``LMKEncoder.save(format="merged")``, the whole model (config.json,
@@ -64,15 +65,13 @@ def has_lora_adapter(folder: Path) -> bool:
 
 
 def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:
-    """Merge the folder's LoRA adapter into ``model`` and add the landmark embedding delta."""
+    """Merge the folder's LoRA adapter into ``model`` (plain torch, see :mod:`lmk_rag.lora`) and add
+    the landmark embedding delta."""
     adapter = folder / ADAPTER_DIR
     if adapter.is_dir():
-        from peft import PeftModel
+        from .lora import merge_adapter_folder
 
-        from .models import quiet_loading
-
-        with quiet_loading():
-            model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        model = merge_adapter_folder(model, adapter, lora_settings(folder))
     delta_file = folder / DELTA_NAME
     if delta_file.is_file():
         from safetensors.torch import load_file

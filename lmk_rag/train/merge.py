@@ -36,6 +36,7 @@ from ..lmk_folder import (
     is_lmk_folder,
     lora_settings,
 )
+from ..lora import lora_scaling
 from ..models import resolve_model_path
 
 # Adapter settings whose effect the merge cannot reproduce exactly: refused rather than ignored.
@@ -53,8 +54,7 @@ class _Adapter:
 
     @property
     def scaling(self) -> float:
-        r, alpha = int(self.settings["r"]), float(self.settings["lora_alpha"])
-        return alpha / math.sqrt(r) if self.settings.get("use_rslora") else alpha / r
+        return lora_scaling(self.settings)
 
 
 def merge_lmk_folders(
