@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-# Five dev domains, means to 4 places (docs/results/domains-dev5/, dev5-base, dev5-T2, dev5-S50).
+# Five dev domains, means to 4 places (research/results/domains-dev5/, dev5-base, dev5-T2, dev5-S50).
 C32, C128, A128 = 0.8657, 0.8502, 0.8015
 T2_MULTI, T2_SINGLE = 0.8818, 0.8182
 S50_SUM = 0.8826 + 0.3172 + 0.8133

