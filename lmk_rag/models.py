@@ -18,18 +18,19 @@ from .errors import InvalidInputError, InvalidTypeError, MissingDependencyError,
 logger = logging.getLogger("lmk_rag")
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-# The LMK adapters trained for DEFAULT_MODEL and shipped inside this package (see README). The
-# newest is the default; an older one stays loadable by its name, which the indexes built with it
-# record, so they reopen with the model that wrote them (and are never mixed with the new one:
-# the name, hence the fingerprint, differs).
+# The LMK model trained for DEFAULT_MODEL and shipped inside this package (its model card:
+# trained/all-MiniLM-L6-v2-lmk-v4/README.md). Indexes record its name, so they reopen with it.
 _TRAINED = Path(__file__).resolve().parent / "trained"
 SHIPPED_ADAPTERS: dict[str, Path] = {
-    "lmk-rag/all-MiniLM-L6-v2-lmk": _TRAINED / "all-MiniLM-L6-v2-lmk",  # "F", the default until 2026-12
-    "lmk-rag/all-MiniLM-L6-v2-lmk-v2": _TRAINED / "all-MiniLM-L6-v2-lmk-v2",  # "Q", out-of-domain recipe
-    "lmk-rag/all-MiniLM-L6-v2-lmk-v3": _TRAINED / "all-MiniLM-L6-v2-lmk-v3",  # "T2", Q + Python-weighted steps
-    "lmk-rag/all-MiniLM-L6-v2-lmk-v4": _TRAINED / "all-MiniLM-L6-v2-lmk-v4",  # "S50", T2 and F merged half and half
+    "lmk-rag/all-MiniLM-L6-v2-lmk-v4": _TRAINED / "all-MiniLM-L6-v2-lmk-v4",
 }
 SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk-v4"
+# Earlier candidates, kept in the repository (research/models/) but not in the package.
+RETIRED_ADAPTERS = (
+    "lmk-rag/all-MiniLM-L6-v2-lmk",
+    "lmk-rag/all-MiniLM-L6-v2-lmk-v2",
+    "lmk-rag/all-MiniLM-L6-v2-lmk-v3",
+)
 SHIPPED_ADAPTER = SHIPPED_ADAPTERS[SHIPPED_ADAPTER_NAME]
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -62,6 +63,12 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
         return str(SHIPPED_ADAPTERS[name]), name
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL
+    if model in RETIRED_ADAPTERS:
+        raise ModelLoadError(
+            f"model {model!r} is an earlier lmk-rag candidate that is no longer packaged; use the default "
+            f"({SHIPPED_ADAPTER_NAME}, leave model unset) and rebuild the index, or pass the folder of that "
+            "model from the lmk-rag repository (research/models/) as model="
+        )
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidTypeError(f"model must be a local folder or a hub id (str), got {type(model).__name__}")
     path = Path(model).expanduser()

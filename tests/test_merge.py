@@ -16,6 +16,8 @@ from lmk_rag import LMKEncoder
 from lmk_rag.train import TrainConfig, Trainer, merge_lmk_folders
 from tests.cli_runner import run_cli
 
+ROOT = Path(__file__).resolve().parents[1]
+
 SOURCES = {
     "bread.txt": "A sourdough starter is fed daily with flour and water. Grey liquid on top means it is hungry. "
     "Bulk fermentation takes four to six hours at room temperature. Bake at 250 degrees.",
@@ -137,14 +139,24 @@ def test_written_folders_have_the_modes_of_plain_files_under_the_umask(tmp_path,
     assert trained == {(True, 0o777 & ~previous), (False, 0o666 & ~previous)}
 
 
-def test_shipped_adapters_merge_by_name(tmp_path):
+def test_the_shipped_model_is_exactly_the_merge_of_its_two_parents(tmp_path):
+    """The packaged model is F and T2 merged half and half (its model card says so): redoing the
+    merge from their folders (research/models) gives the same weights, and the shipped name merges."""
+    from safetensors.torch import load_file
+
+    from lmk_rag.models import SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME
+
+    parents = ROOT / "research" / "models"
     out = merge_lmk_folders(
-        ["lmk-rag/all-MiniLM-L6-v2-lmk-v3", "lmk-rag/all-MiniLM-L6-v2-lmk"], [0.5, 0.5], tmp_path / "s"
+        [parents / "all-MiniLM-L6-v2-lmk-v3", parents / "all-MiniLM-L6-v2-lmk"], [0.5, 0.5], tmp_path / "s"
     )
-    vectors = LMKEncoder(model=str(out), device="cpu").encode(TEXTS)
-    assert np.isfinite(vectors).all()
-    for name in ("lmk-rag/all-MiniLM-L6-v2-lmk-v3", "lmk-rag/all-MiniLM-L6-v2-lmk"):
-        assert not np.allclose(vectors, LMKEncoder(model=name, device="cpu").encode(TEXTS), atol=1e-4)
+    for name in ("adapter/adapter_model.safetensors", "landmark_delta.safetensors"):
+        redone, shipped = load_file(str(out / name)), load_file(str(SHIPPED_ADAPTER / name))
+        assert redone.keys() == shipped.keys()
+        assert all(torch.allclose(redone[k], shipped[k], atol=1e-7) for k in shipped)
+    softer = merge_lmk_folders([SHIPPED_ADAPTER_NAME], [0.75], tmp_path / "w", base_weight=0.25)
+    vectors = LMKEncoder(model=str(softer), device="cpu").encode(TEXTS)
+    assert np.isfinite(vectors).all() and not np.allclose(vectors, LMKEncoder(device="cpu").encode(TEXTS), atol=1e-4)
 
 
 @pytest.mark.parametrize(

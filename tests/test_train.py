@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from lmk_rag import LMKEncoder
+from lmk_rag.models import RETIRED_ADAPTERS
 from lmk_rag.train import TrainConfig, Trainer, load_pairs, save_pairs
 from lmk_rag.train.data import Pair
 from lmk_rag.train.trainer import landmark_forward
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TEXTS = {
     "tides.txt": "Spring tides come at new and full moon when the Sun and Moon line up. Neap tides come at the "
@@ -365,26 +369,24 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
     assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
 
 
-@pytest.mark.parametrize(
-    "previous", ["lmk-rag/all-MiniLM-L6-v2-lmk", "lmk-rag/all-MiniLM-L6-v2-lmk-v2", "lmk-rag/all-MiniLM-L6-v2-lmk-v3"]
-)
-def test_the_previous_shipped_adapters_still_load_and_their_indexes_are_not_mixed_with_the_new(tmp_path, previous):
-    from lmk_rag.errors import IncompatibleIndexError
+@pytest.mark.parametrize("retired", RETIRED_ADAPTERS)
+def test_retired_candidates_are_refused_by_name_and_load_from_their_research_folder(tmp_path, retired):
+    """Earlier candidates left the package (only the default ships): their names say where they went,
+    their folders still load, and an index they built is never mixed with the default's vectors."""
+    from lmk_rag.errors import IncompatibleIndexError, ModelLoadError
     from lmk_rag.index.qdrant import QdrantIndex
-    from lmk_rag.models import SHIPPED_ADAPTER_NAME, SHIPPED_ADAPTERS
 
-    assert previous != SHIPPED_ADAPTER_NAME and (SHIPPED_ADAPTERS[previous] / "lmk_config.json").is_file()
-    old, new = LMKEncoder(previous, device="cpu"), LMKEncoder(device="cpu")
-    assert old.model_name == previous and old.fingerprint != new.fingerprint
+    with pytest.raises(ModelLoadError, match=r"no longer packaged.*research/models"):
+        LMKEncoder(retired, device="cpu")
+    folder = ROOT / "research" / "models" / retired.split("/")[1]
+    old, new = LMKEncoder(str(folder), device="cpu"), LMKEncoder(device="cpu")
+    assert old.fingerprint != new.fingerprint
     assert not np.allclose(old.encode(["Tides follow the moon."]), new.encode(["Tides follow the moon."]), atol=1e-3)
     index = QdrantIndex(tmp_path / "idx", encoder=old)
     index.add(["Spring tides come at new and full moon."], ids=["tides"])
     index.close()
     with pytest.raises(IncompatibleIndexError):
         QdrantIndex(tmp_path / "idx", encoder=new)
-    again = QdrantIndex(tmp_path / "idx", encoder=LMKEncoder(previous, device="cpu"))
-    assert [h.id for h in again.search("when are spring tides", k=1)] == ["tides"]
-    again.close()
 
 
 def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, text_folder):
