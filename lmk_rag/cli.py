@@ -19,6 +19,13 @@ from .passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
 from .pooling import LANDMARK_WEIGHTS
 from .settings import EncoderSettings, setting_fields
 
+logger = logging.getLogger("lmk_rag")
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` with any ``user:password@`` removed, for printing."""
+    return re.sub(r"(://)[^/@]*@", r"\1", uri)
+
 
 def _ints(text: str) -> list[int]:
     try:
@@ -80,12 +87,64 @@ def encoder_options(args: argparse.Namespace) -> dict[str, Any]:
 _EVAL_OWN = ("pooling", "granularity", "max_tokens")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lmk-rag", description="Landmark-pooled retrieval.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True)
+# One runnable example per command, shown at the end of `lmk-rag COMMAND -h`.
+EXAMPLES = {
+    "ingest": """examples:
+  lmk-rag ingest docs/ --index qdrant:./lmk_index          # embedded Qdrant, packaged model
+  lmk-rag ingest docs/ notes.md --index chroma:./chroma_db --json
+  lmk-rag ingest docs/ --index qdrant+http://localhost:6333 --prune   # a server; drop deleted files""",
+    "search": """examples:
+  lmk-rag search "how do I rotate the keys?" --index qdrant:./lmk_index -k 5
+  lmk-rag search "E4711 error" --mode hybrid --json""",
+    "info": """examples:
+  lmk-rag info --index qdrant:./lmk_index --json""",
+    "copy": """examples:
+  lmk-rag copy qdrant:./lmk_index qdrant+http://localhost:6333""",
+    "eval": """examples:
+  lmk-rag eval --methods lmk:32,chunk:128,bm25 --task passkey --out report/
+  lmk-rag eval --task beir:./my_beir_folder --methods lmk:32,bm25""",
+    "train": """examples:
+  lmk-rag train --texts my_docs/ --output my-lmk-model --steps 200   # pip install 'lmk-rag[train]'
+  lmk-rag search "a question" --model my-lmk-model --index qdrant:./my_index""",
+    "export": """examples:
+  lmk-rag export default st-model/ --format sentence-transformers
+  lmk-rag export my-lmk-model merged/ --format merged""",
+    "merge": """examples:
+  lmk-rag merge my-lmk-model lmk-rag/all-MiniLM-L6-v2-lmk-v4 --weights 0.5,0.5 --output blend
+  lmk-rag merge lmk-rag/all-MiniLM-L6-v2-lmk-v4 --weights 0.75 --base-weight 0.25 --output softer""",
+}
 
-    ev = sub.add_parser("eval", help="long-document retrieval benchmark of pooling modes")
+
+def package_version() -> str:
+    """The installed distribution's version (the package's own when run from a source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lmk-rag")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        from . import __version__
+
+        return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lmk-rag",
+        description="Landmark-pooled retrieval: index folders of documents and find the passage that answers.",
+        epilog="Run `lmk-rag COMMAND -h` for a command's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"lmk-rag {package_version()}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log what lmk-rag does (model, index, settings); tracebacks"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return subparsers.add_parser(
+            name, epilog=EXAMPLES[name], formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+        )
+
+    ev = command("eval", help="long-document retrieval benchmark of pooling modes")
     add_encoder_options(ev, exclude=_EVAL_OWN)
     ev.add_argument(
         "--methods",
@@ -125,11 +184,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="python-docs",
         help="folder of text for needle documents, or 'python-docs' (the eval half of CPython's docs)",
     )
-    ev.add_argument("--lengths", type=_ints, default=[256, 512, 1024, 2048, 4096])
-    ev.add_argument("--positions", type=_floats, default=[0.0, 0.25, 0.5, 0.75, 1.0])
-    ev.add_argument("--docs-per-length", type=int, default=25)
-    ev.add_argument("--beir-split", default="test")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--lengths",
+        type=_ints,
+        default=[256, 512, 1024, 2048, 4096],
+        help="passkey/needle document lengths in tokens, comma-separated (default 256,...,4096)",
+    )
+    ev.add_argument(
+        "--positions",
+        type=_floats,
+        default=[0.0, 0.25, 0.5, 0.75, 1.0],
+        help="where the needle sits, as fractions of the document, comma-separated (default 0,0.25,...,1)",
+    )
+    ev.add_argument("--docs-per-length", type=int, default=25, help="passkey/needle documents per length (default 25)")
+    ev.add_argument("--beir-split", default="test", help="qrels split of beir:FOLDER tasks (default test)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the tasks' sampling and the statistics (default 0)")
     ev.add_argument(
         "--passage",
         default=DEFAULT_PASSAGE_RULE,
@@ -144,9 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         "randomization-test p (nDCG@10, and passage hit@1 where both have it)",
     )
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
-    ev.add_argument("--title", default="lmk-rag eval")
-    ev.add_argument("--no-progress", action="store_true")
-    ing = sub.add_parser("ingest", help="read files into a Qdrant or Chroma index (resumable, idempotent)")
+    ev.add_argument("--title", default="lmk-rag eval", help="title of the report")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ing = command("ingest", help="read files into a Qdrant or Chroma index (resumable, idempotent)")
     ing.add_argument("paths", nargs="+", help="files or folders")
     _index_options(ing)
     _quantization_option(ing)
@@ -159,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="read files and folders that symbolic links lead to outside the paths given",
     )
     ing.add_argument("--batch-docs", type=int, default=16, help="documents encoded and written together")
-    ing.add_argument("--no-progress", action="store_true")
+    ing.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ing.add_argument("--json", action="store_true", help="print the summary as JSON (counts, failed and ignored files)")
     ray = ing.add_argument_group(
         "Ray (pip install 'lmk-rag[ray]')", "encode on a Ray cluster: see the README, Ingesting at scale"
     )
@@ -173,10 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     ray.add_argument("--gpus-per-actor", type=float, default=None, help="GPUs per encoder (default 0: CPU)")
     ray.add_argument("--cpus-per-actor", type=float, default=None, help="CPUs (torch threads) per encoder (default 1)")
 
-    se = sub.add_parser("search", help="ranked documents with the matched passage")
-    se.add_argument("query")
+    se = command("search", help="ranked documents with the matched passage")
+    se.add_argument("query", help="the question or keywords to search for")
     _index_options(se)
-    se.add_argument("-k", type=int, default=5)
+    se.add_argument("-k", type=int, default=5, help="number of documents to return (default 5)")
     se.add_argument(
         "--mode",
         default=None,
@@ -194,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     se.add_argument("--json", action="store_true", help="machine-readable output")
 
-    cp = sub.add_parser(
+    cp = command(
         "copy",
         help="copy an index into another store without re-encoding (embedded -> server, old folders -> Qdrant Edge)",
         description="Copy every document (text, metadata, spans, vectors) of SOURCE into DEST, e.g. "
@@ -207,13 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("dest", metavar="DEST", help=URI_HELP)
     cp.add_argument("--batch", type=int, default=256, help="documents read and written together")
     _quantization_option(cp)
-    cp.add_argument("--no-progress", action="store_true")
+    cp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    info = sub.add_parser("info", help="the index's encoder fingerprint and counts")
+    info = command("info", help="the index's encoder fingerprint and counts")
     _index_options(info)
-    info.add_argument("--json", action="store_true")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
 
-    ex = sub.add_parser(
+    ex = command(
         "export",
         help="save a model in a format other tools load (sentence-transformers, merged weights)",
         description="Write MODEL (a folder, a hub id, or 'default' for the packaged model) to the folder OUT. "
@@ -224,11 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("source", metavar="MODEL", help="model folder or hub id; 'default' = the packaged model")
     ex.add_argument("output", help="folder to write (must not exist or be empty, unless --overwrite)")
-    ex.add_argument("--format", required=True, choices=SAVE_FORMATS)
+    ex.add_argument("--format", required=True, choices=SAVE_FORMATS, help="what to write (see above)")
     ex.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     add_encoder_options(ex, exclude=("model", "device", "batch_size", "max_batch_tokens"))
 
-    mg = sub.add_parser(
+    mg = command(
         "merge",
         help="interpolate the weights of LMK adapters trained on the same base (model soup)",
         description="Write to OUT the LMK folder whose weights are the weighted sum of MODEL adapters' "
@@ -256,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--output", required=True, help="folder to write (must not exist or be empty, unless --overwrite)")
     mg.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
 
-    tr = sub.add_parser("train", help="teach an encoder to pool at landmarks (LoRA or full fine-tuning)")
+    tr = command("train", help="teach an encoder to pool at landmarks (LoRA or full fine-tuning)")
     tr.add_argument("--output", required=True, help="folder to write; LMKEncoder(model=folder) loads it")
     tr.add_argument("--base-model", default=None, help="model folder or hub id (default: packaged all-MiniLM-L6-v2)")
     tr.add_argument("--pairs", default=None, help="JSONL of {query, positive[, negative]}")
@@ -282,17 +352,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--docs-root", default=None, help="where the domain packages are extracted ($LMK_DOCS_ROOT)")
     tr.add_argument("--max-pages-per-domain", type=int, default=400, help="pages read per domain (stable sample)")
-    tr.add_argument("--granularities", type=_ints, default=[32, 64, 128])
-    tr.add_argument("--steps", type=int, default=400)
-    tr.add_argument("--batch-size", type=int, default=16)
-    tr.add_argument("--grad-accum", type=int, default=1)
-    tr.add_argument("--lr", type=float, default=5e-4)
-    tr.add_argument("--warmup-steps", type=int, default=0)
-    tr.add_argument("--lr-decay", default="constant", choices=["constant", "linear"])
-    tr.add_argument("--temperature", type=float, default=0.05)
-    tr.add_argument("--contrastive-weight", type=float, default=1.0)
-    tr.add_argument("--maxsim-weight", type=float, default=1.0)
-    tr.add_argument("--distill-weight", type=float, default=1.0)
+    tr.add_argument(
+        "--granularities",
+        type=_ints,
+        default=[32, 64, 128],
+        help="chunk sizes k drawn per text, comma-separated (default 32,64,128)",
+    )
+    tr.add_argument("--steps", type=int, default=400, help="optimizer steps (default 400)")
+    tr.add_argument("--batch-size", type=int, default=16, help="pairs per step (default 16)")
+    tr.add_argument("--grad-accum", type=int, default=1, help="batches accumulated per step (default 1)")
+    tr.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (default 5e-4)")
+    tr.add_argument("--warmup-steps", type=int, default=0, help="linear warm-up steps (default 0)")
+    tr.add_argument(
+        "--lr-decay", default="constant", choices=["constant", "linear"], help="after warm-up (default constant)"
+    )
+    tr.add_argument("--temperature", type=float, default=0.05, help="InfoNCE temperature (default 0.05)")
+    tr.add_argument(
+        "--contrastive-weight", type=float, default=1.0, help="weight of InfoNCE on pooled vectors (default 1)"
+    )
+    tr.add_argument("--maxsim-weight", type=float, default=1.0, help="weight of InfoNCE on MaxSim scores (default 1)")
+    tr.add_argument(
+        "--distill-weight",
+        type=float,
+        default=1.0,
+        help="weight of landmark distillation toward the base model's chunk embeddings (default 1)",
+    )
     tr.add_argument(
         "--distill-only-steps",
         type=int,
@@ -341,8 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=32,
         help="LoRA alpha (updates scale by alpha / rank); with --init-from, the folder's rank and alpha",
     )
-    tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--checkpoint-every", type=int, default=50)
+    tr.add_argument("--seed", type=int, default=0, help="seed of sampling and initialisation (default 0)")
+    tr.add_argument("--checkpoint-every", type=int, default=50, help="steps between resumable checkpoints (default 50)")
     tr.add_argument(
         "--init-from",
         default=None,
@@ -360,13 +444,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="stop after this much wall time and save what was trained (the output records the step reached)",
     )
-    tr.add_argument("--device", default="cpu")
+    tr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
     tr.add_argument(
         "--bf16",
         action="store_true",
         help="bf16 autocast: faster on GPUs and on CPUs with AVX512-BF16/AMX (weights stay fp32)",
     )
-    tr.add_argument("--no-progress", action="store_true")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
@@ -398,8 +482,17 @@ def _open(args: argparse.Namespace, must_exist: bool) -> Any:
             f"no lmk-rag index at {args.index}; build one with: lmk-rag ingest PATH --index {args.index}"
         )
     settings = stored.encoder_settings() if stored is not None else {}
-    settings.update(encoder_options(args))
-    return open_index(uri, LMKEncoder(**settings), quantization=getattr(args, "quantization", None))
+    given = encoder_options(args)
+    settings.update(given)
+    logger.info(
+        "index %s: %s; encoder settings from %s",
+        redact_uri(args.index),
+        "existing" if stored is not None else "new",
+        "the index" + (" and the command line" if given else "") if stored is not None else "the command line",
+    )
+    index = open_index(uri, LMKEncoder(**settings), quantization=getattr(args, "quantization", None))
+    logger.info("opened %s (%d documents)", type(index).__name__, len(index))
+    return index
 
 
 def run_ingest(args: argparse.Namespace) -> int:
@@ -441,9 +534,14 @@ def run_ingest(args: argparse.Namespace) -> int:
             import ray
 
             ray.shutdown()
-    for line in summary.lines():
-        print(line)
-    print(f"{total} documents in {args.index}")
+    if args.json:
+        import json
+
+        print(json.dumps({"index": redact_uri(args.index), "documents": total, **summary.to_dict()}, indent=2))
+    else:
+        for line in summary.lines():
+            print(line)
+        print(f"{total} documents in {redact_uri(args.index)}")
     return 1 if summary.failed else 0
 
 
@@ -692,7 +790,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    # -v: lmk-rag's own steps at INFO; other libraries stay at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose:
+        logger.setLevel(logging.INFO)
     try:
         if args.command == "eval":
             return run_eval(args, argv)

@@ -280,6 +280,20 @@ class LMKEncoder:
                 max_length = min(max_length, self.trained_max_length)
         self.max_length = self._check_max_length(max_length)
         self._check_chunks_fit()
+        trained = folder is not None or (st is not None and st.is_lmk)
+        if self.pooling in ("lmk", "lmk+mean") and not trained:
+            warn_untrained(self.model_name)
+        logger.info(
+            "encoder: model %s%s, pooling=%s, granularity=%s, window %d tokens (overlap %d chunks), %s on %s",
+            self.model_name,
+            f" (LMK-trained folder {path})" if folder is not None else f" ({path})",
+            self.pooling,
+            self.granularity,
+            self.max_length,
+            self.window_overlap,
+            str(self.dtype).removeprefix("torch."),
+            self.device,
+        )
 
     # ------------------------------------------------------------------ settings
     def _check_max_length(self, max_length: int | None) -> int:
@@ -593,6 +607,22 @@ def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
     if not torch.isfinite(x).all():
         hint = " (fp16 overflows on some models: try dtype='bf16' or 'fp32')" if dtype == torch.float16 else ""
         raise NonFiniteVectorError(f"the encoder produced non-finite vectors{hint}")
+
+
+_WARNED_UNTRAINED: set[str] = set()
+
+
+def warn_untrained(model_name: str) -> None:
+    """Say once per model that it pools landmarks without having been trained to."""
+    if model_name in _WARNED_UNTRAINED:
+        return
+    _WARNED_UNTRAINED.add(model_name)
+    logger.warning(
+        "model %s has no LMK training, so pooling='lmk' reads landmark states it never learned to fill "
+        "(all-MiniLM-L6-v2 as it comes: 0.63 nDCG@10 on long pages, 0.87 trained); leave model unset for the "
+        "packaged LMK model, use pooling='mean', or train one with `lmk-rag train`",
+        model_name,
+    )
 
 
 def load_folder_config(path: str) -> LMKFolderConfig | None:

@@ -95,6 +95,21 @@ class IngestSummary:
     #: Ray nodes whose actors read and encoded files (``--ray`` only): shows a cluster was used.
     ray_nodes: set[str] = field(default_factory=set)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON-serialisable data (``lmk-rag ingest --json``)."""
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "skipped": self.skipped,
+            "pruned": self.pruned,
+            "failed": dict(sorted(self.failed.items())),
+            "ignored": dict(sorted(self.ignored.items())),
+            "landmarks": self.landmarks,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "ray_nodes": sorted(self.ray_nodes),
+        }
+
     def lines(self) -> list[str]:
         rate = self.tokens / self.seconds if self.seconds else 0.0
         nodes = len(self.ray_nodes)

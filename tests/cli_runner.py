@@ -24,6 +24,7 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     root = logging.getLogger()
     level = root.level
+    own_level = logging.getLogger("lmk_rag").level  # `-v` raises it; restored below
     root.setLevel(logging.INFO if "-v" in args or "--verbose" in args else logging.WARNING)
     root.addHandler(handler)
     before = os.getcwd()
@@ -38,5 +39,6 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     finally:
         os.chdir(before)
         root.removeHandler(handler)
+        logging.getLogger("lmk_rag").setLevel(own_level)
         root.setLevel(level)
     return subprocess.CompletedProcess(["lmk-rag", *args], code, out.getvalue(), err.getvalue())

@@ -1,0 +1,79 @@
+"""A CLI that answers: --version, help on every argument, an example per command, ingest --json,
+-v that tells what lmk-rag does, and a warning for landmark pooling on an untrained model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from lmk_rag.cli import EXAMPLES, build_parser
+
+from .cli_runner import run_cli
+
+CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_version_is_the_installed_distributions():
+    proc = subprocess.run([sys.executable, "-m", "lmk_rag.cli", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"lmk-rag {version('lmk-rag')}"
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_argument_has_help_and_every_command_an_example(name):
+    command = _commands()[name]
+    silent = [
+        a.option_strings or [a.dest]
+        for a in command._actions
+        if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()
+    ]
+    assert not silent, f"lmk-rag {name}: arguments without help: {silent}"
+    assert command.epilog == EXAMPLES[name] and f"lmk-rag {name} " in command.epilog
+    assert "examples:" in command.format_help()
+
+
+@pytest.mark.slow
+def test_ingest_json_is_the_summary_and_verbose_logs_model_index_and_settings(tmp_path):
+    index = f"qdrant:{tmp_path / 'idx'}"
+    first = run_cli("ingest", str(CORPUS), "--index", index, "--no-progress", "--json")
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["added"] == 5 and summary["documents"] == 5 and summary["failed"] == {}
+    assert summary["landmarks"] > 0 and summary["tokens"] > 0
+    again = run_cli("-v", "ingest", str(CORPUS), "--index", index, "--no-progress", "--json")
+    assert json.loads(again.stdout)["skipped"] == 5
+    assert "encoder: model lmk-rag/all-MiniLM-L6-v2-lmk-v4" in again.stderr
+    assert "pooling=lmk, granularity=32, window 512 tokens" in again.stderr
+    assert f"index {index}: existing; encoder settings from the index" in again.stderr
+    assert "(5 documents)" in again.stderr
+    quiet = run_cli("search", "tides", "--index", index, "-k", "1")
+    assert "encoder:" not in quiet.stderr and "INFO" not in quiet.stderr
+
+
+def test_landmark_pooling_on_an_untrained_model_warns_once_with_what_to_do(caplog):
+    from lmk_rag import LMKEncoder
+    from lmk_rag.encoder import _WARNED_UNTRAINED
+
+    base = "sentence-transformers/all-MiniLM-L6-v2"
+    _WARNED_UNTRAINED.discard(base)
+    with caplog.at_level(logging.WARNING, logger="lmk_rag"):
+        LMKEncoder(base, device="cpu")
+        LMKEncoder(base, device="cpu", granularity=64)
+        LMKEncoder(base, device="cpu", pooling="mean")
+        LMKEncoder(device="cpu")  # the packaged, trained model: no warning
+    warnings = [r.getMessage() for r in caplog.records if "no LMK training" in r.getMessage()]
+    assert len(warnings) == 1
+    assert base in warnings[0] and "pooling='mean'" in warnings[0] and "lmk-rag train" in warnings[0]
+    assert "\n" not in warnings[0]
