@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - create .venv, install everything, ingest + search the sample corpus (embedded defaults)
-#   make test   - the same set-up, the quality gates (ruff, mypy), then the whole test suite
+#   make test   - the same set-up, the quality gates (ruff, mypy), the docs build, the wheel check
+#                 (a plain install of the built wheel in a clean venv), then the whole test suite
 # Inner loop: make test-fast (no gates, no tests marked slow); make check (the gates alone).
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo check test test-fast bench
+.PHONY: install demo check docs wheel-check test test-fast bench
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,7 +33,15 @@ check: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: check
+# The documentation site (MkDocs Material + mkdocstrings), built strictly: a broken link fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# What `pip install lmk-rag` gives a user: the wheel, no extras, a clean venv (tests/check_wheel.sh).
+wheel-check: install
+	PYTHON=$(PYTHON) bash tests/check_wheel.sh
+
+test: check docs wheel-check
 	$(PY) -m pytest -q --durations=25
 
 test-fast: install
