@@ -450,6 +450,12 @@ class LMKEncoder:
         return save_encoder(self, os.fspath(path) if isinstance(path, os.PathLike) else path, format, overwrite)
 
     # ------------------------------------------------------------------ pipeline
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text by this model's tokenizer, without special tokens (the context
+        builder's default budget unit)."""
+        items = check_texts(texts)
+        return [len(e.ids) for e in self._text_tokenizer.encode_batch(items, add_special_tokens=False)]
+
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
         """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``.
 

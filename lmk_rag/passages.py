@@ -15,11 +15,17 @@ run, and both margins are about one query, so ``peak`` stays an option.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from .errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from .context import ContextRule, Passage
+    from .encoder import LMKEncoder
+    from .types import MultiVector
 
 #: ``region`` (the default: the landmark whose neighbourhood agrees most) or ``peak`` (the single
 #: most similar landmark: for one-sentence answers in short documents).
@@ -58,3 +64,49 @@ def locate_passage(similarities: np.ndarray, rule: str = DEFAULT_PASSAGE_RULE) -
     check_passage_rule(rule)
     scores = passage_scores(similarities) if rule == "region" else np.asarray(similarities).reshape(-1)
     return int(np.argmax(scores)) if len(scores) else 0
+
+
+def context(
+    query: str,
+    texts: Sequence[str],
+    encoded: Sequence[MultiVector],
+    encoder: LMKEncoder,
+    max_tokens: int = 512,
+    *,
+    ids: Sequence[str] | None = None,
+    k: int | None = None,
+    token_counter: Callable[[str], int] | None = None,
+    rule: ContextRule | None = None,
+) -> list[Passage]:
+    """:meth:`MultiVectorIndex.context <lmk_rag.index.MultiVectorIndex.context>` without an index:
+    the passages, best first, for ``query`` within ``max_tokens`` from documents ``texts`` encoded by
+    ``encoder.encode_multi`` (``encoded``), ranked by MaxSim. ``ids`` name the documents (default
+    their positions as str)."""
+    from .context import CONTEXT_DOCUMENTS, DEFAULT_RULE, build_context, check_max_tokens, user_counter
+    from .encoder import check_texts
+    from .index.base import PassageRequest, StoredDocument, hit_from_vectors, id_list
+
+    if not isinstance(query, str):
+        raise InvalidInputError(f"query must be str, got {type(query).__name__}")
+    budget = check_max_tokens(max_tokens)
+    items = check_texts(texts)
+    if len(encoded) != len(items):
+        raise InvalidInputError(f"encoded has {len(encoded)} entries for {len(items)} texts; encode each text once")
+    names = [str(i) for i in range(len(items))] if ids is None else id_list(ids)
+    if len(names) != len(items):
+        raise InvalidInputError(f"ids has {len(names)} entries for {len(items)} texts")
+    count = CONTEXT_DOCUMENTS if k is None else k
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidInputError(f"k must be a positive int, got {k!r}")
+    q = encoder.encode_query(query)
+    scores = np.array([float((m.vectors @ q).max()) if len(m.vectors) else -1.0 for m in encoded])
+    top = np.argsort(-scores, kind="stable")[:count]
+    request = PassageRequest("region", 0)
+    hits = [
+        hit_from_vectors(
+            StoredDocument(names[i], items[i], {}, list(encoded[i].spans)), scores[i], q, encoded[i].vectors, request
+        )
+        for i in top
+    ]
+    counter = user_counter(token_counter) if token_counter is not None else encoder.count_tokens
+    return build_context(query, hits, budget, counter, DEFAULT_RULE if rule is None else rule)

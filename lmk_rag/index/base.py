@@ -12,7 +12,7 @@ import math
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from ..context import (
+    CONTEXT_DOCUMENTS,
+    DEFAULT_RULE,
+    ContextRule,
+    Passage,
+    build_context,
+    check_max_tokens,
+    user_counter,
+)
 from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
@@ -43,7 +52,11 @@ class StoredDocument:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the document, its score, and the landmark passage that matched best."""
+    """A search result: the document, its score, and the landmark passage that matched best.
+
+    ``landmark_spans`` are the character spans of all the document's landmarks and
+    ``landmark_scores`` the query's similarity to each (None where the backend did not compute
+    them): what the context builder grows passages from (:mod:`lmk_rag.context`)."""
 
     id: str
     score: float
@@ -52,6 +65,8 @@ class Hit:
     landmark: int
     span: tuple[int, int]
     passage: str
+    landmark_spans: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
+    landmark_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> list[dict[str, Any]]:
@@ -127,18 +142,36 @@ class PassageRequest:
     neighbours: int = 0
 
 
-def best_landmark(q: np.ndarray, vectors: np.ndarray, rule: str = DEFAULT_PASSAGE_RULE) -> int:
-    """The landmark (in document order) that names the passage for ``q``: see :mod:`lmk_rag.passages`."""
-    return locate_passage(vectors @ q, rule) if len(vectors) else 0
+def hit_from_vectors(
+    doc: StoredDocument, score: float, q: np.ndarray, vectors: np.ndarray, passage: PassageRequest
+) -> Hit:
+    """The hit of ``doc`` for query vector ``q``, its passage located among its landmark ``vectors``."""
+    sims = vectors @ q if len(vectors) else None
+    landmark = locate_passage(sims, passage.rule) if sims is not None else 0
+    return make_hit(doc, score, landmark, passage, sims)
 
 
-def make_hit(doc: StoredDocument, score: float, landmark: int, passage: PassageRequest) -> Hit:
+def make_hit(
+    doc: StoredDocument, score: float, landmark: int, passage: PassageRequest, sims: np.ndarray | None = None
+) -> Hit:
     spans = doc.spans or [(0, len(doc.text))]
     landmark = min(landmark, len(spans) - 1)
     lo, hi = max(0, landmark - passage.neighbours), min(len(spans) - 1, landmark + passage.neighbours)
     span = (spans[lo][0], spans[hi][1])
     start, end = spans[landmark]
-    return Hit(doc.id, float(score), doc.text, doc.metadata, landmark, (start, end), doc.text[span[0] : span[1]])
+    if sims is not None and len(sims) != len(spans):
+        sims = None  # vectors that do not match the stored spans name no landmark scores
+    return Hit(
+        doc.id,
+        float(score),
+        doc.text,
+        doc.metadata,
+        landmark,
+        (start, end),
+        doc.text[span[0] : span[1]],
+        tuple((int(a), int(b)) for a, b in spans),
+        None if sims is None else np.asarray(sims, dtype=np.float32),
+    )
 
 
 class MultiVectorIndex(ABC):
@@ -279,6 +312,32 @@ class MultiVectorIndex(ABC):
         where = check_filter(filter)
         with self._backend():
             return self._search(vector, k, where, mode, PassageRequest(passage, neighbours))
+
+    def context(
+        self,
+        query: str,
+        max_tokens: int = 512,
+        *,
+        k: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        mode: str | None = None,
+        token_counter: Callable[[str], int] | None = None,
+        rule: ContextRule | None = None,
+    ) -> list[Passage]:
+        """The passages, best first, to hand an LLM for ``query`` within ``max_tokens`` tokens.
+
+        The ``k`` best documents (default :data:`~lmk_rag.context.CONTEXT_DOCUMENTS`; ``where`` and
+        ``mode`` as in :meth:`search`) are searched, and passages are grown from their landmark
+        scores (:mod:`lmk_rag.context`): each has the document ``id``, its character ``span`` into
+        the stored text, the ``text``, a ``score`` and its ``tokens``. Tokens are counted by the
+        encoder's tokenizer, or by ``token_counter`` (``str -> int``, e.g. your LLM's tokenizer);
+        their sum never exceeds ``max_tokens``. An empty index gives an empty list."""
+        if not isinstance(query, str):
+            raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
+        budget = check_max_tokens(max_tokens)
+        counter = user_counter(token_counter) if token_counter is not None else self.encoder.count_tokens
+        hits = self.search(query, k=CONTEXT_DOCUMENTS if k is None else k, filter=where, mode=mode, passage="region")
+        return build_context(query, hits, budget, counter, DEFAULT_RULE if rule is None else rule)
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
         """Stored documents for the ids that exist, in the order asked."""

@@ -35,7 +35,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, best_landmark, make_hit
+from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors, make_hit
 
 _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
@@ -297,10 +297,7 @@ class ChromaIndex(MultiVectorIndex):
                 if passage.rule == "peak":  # the best row per document is already known
                     return [make_hit(docs[d][0], score, i, passage) for d, (score, i) in ranked]
                 vectors = self._landmark_vectors({d: docs[d][1] for d, _ in ranked}, len(q))
-                return [
-                    make_hit(docs[d][0], score, best_landmark(q, vectors[d], passage.rule), passage)
-                    for d, (score, _) in ranked
-                ]
+                return [hit_from_vectors(docs[d][0], score, q, vectors[d], passage) for d, (score, _) in ranked]
             n = min(total, n * 4)
         return []
 
@@ -332,7 +329,7 @@ class ChromaIndex(MultiVectorIndex):
         docs = self._documents(ids)
         vectors = self._landmark_vectors({d: docs[d][1] for d in ids if d in docs}, len(q))
         return [
-            make_hit(docs[d][0], 1.0 - dist, best_landmark(q, vectors[d], passage.rule), passage)
+            hit_from_vectors(docs[d][0], 1.0 - dist, q, vectors[d], passage)
             for d, dist in zip(ids, res["distances"][0])
             if d in docs
         ]

@@ -23,7 +23,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, best_landmark, make_hit
+from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors
 from .fusion import check_fusion, fuse
 from .qdrant_client_store import ClientStore, check_cluster_options, is_connection_error, open_local_mode
 from .qdrant_layout import (
@@ -284,5 +284,4 @@ class QdrantIndex(MultiVectorIndex):
 
     @staticmethod
     def _hit(found: Found, score: float, q: np.ndarray, passage: PassageRequest) -> Hit:
-        landmark = best_landmark(q, found.landmarks, passage.rule)
-        return make_hit(document_of(found.payload), score, landmark, passage)
+        return hit_from_vectors(document_of(found.payload), score, q, found.landmarks, passage)

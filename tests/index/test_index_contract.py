@@ -121,3 +121,40 @@ def test_bad_input(index):
     with pytest.raises(TypeError, match="filter"):
         index.search("q", filter={"topic": ["a", "b"]})
     assert len(index) == 5  # nothing half-written
+
+
+def test_context_fits_the_budget_and_maps_back_to_the_stored_text(index):
+    """``index.context``: passages best first from the documents found, each exactly the stored
+    text at its span, none repeating another's text, their tokens within the budget."""
+    for mode in index.modes:
+        passages = index.context("How many copies of the Gutenberg Bible were printed?", 256, mode=mode)
+        assert passages and passages[0].id == "printing_press.md" and "180 copies" in passages[0].text
+        assert sum(p.tokens for p in passages) <= 256
+        assert sum(index.encoder.count_tokens([p.text for p in passages])) <= 256
+        for p in passages:
+            stored = TEXTS[NAMES.index(p.id)]
+            assert p.text == stored[p.span[0] : p.span[1]] and p.metadata == META[NAMES.index(p.id)]
+        by_doc: dict[str, list[tuple[int, int]]] = {}
+        for p in passages:
+            by_doc.setdefault(p.id, []).append(p.span)
+        for spans in by_doc.values():
+            spans.sort()
+            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_context_filters_counts_with_the_users_counter_and_handles_edges(index, make_index):
+    only = index.context("tides and the moon", 128, where={"topic": "sourdough"})
+    assert only and {p.id for p in only} == {"sourdough.md"}
+    words = index.context("tides and the moon", 50, token_counter=lambda s: len(s.split()))
+    assert sum(len(p.text.split()) for p in words) <= 50 and words[0].id == "tides.md"
+    tiny = index.context("Bay of Fundy tidal range", 2)  # less than one landmark: one clipped passage
+    assert len(tiny) == 1 and 0 < tiny[0].tokens <= 2
+    one_doc = index.context("tides", 10_000, k=1)
+    assert {p.id for p in one_doc} == {"tides.md"} and "".join(p.text for p in one_doc).strip()
+    for bad in (0, -5, 2.5, "512"):
+        with pytest.raises(ValueError, match="max_tokens must be a positive int"):
+            index.context("tides", bad)
+    with pytest.raises(ValueError, match="token_counter raised ZeroDivisionError"):
+        index.context("tides", 64, token_counter=lambda s: 1 // 0)
+    index.delete(NAMES)
+    assert index.context("tides", 512) == []

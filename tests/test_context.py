@@ -1,0 +1,150 @@
+"""The context builder: passages that map back to the text exactly, never repeat text, fit the
+budget, come best first, and bad input gets a clear error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lmk_rag.context import ContextRule, build_context, user_counter
+from lmk_rag.errors import InvalidInputError, InvalidTypeError
+
+CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
+
+
+@dataclass(frozen=True)
+class Doc:
+    id: str
+    text: str
+    landmark_scores: np.ndarray | None
+    score: float = 1.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    landmark_spans: tuple[tuple[int, int], ...] = ()
+
+
+def words(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def doc(doc_id: str, sentences: list[str], scores: list[float], score: float = 1.0) -> Doc:
+    """One landmark per sentence."""
+    text = " ".join(sentences)
+    spans, pos = [], 0
+    for i, s in enumerate(sentences):
+        end = pos + len(s) + (1 if i < len(sentences) - 1 else 0)
+        spans.append((pos, end))
+        pos = end
+    return Doc(doc_id, text, np.array(scores, dtype=np.float32), score, {"source": doc_id}, tuple(spans))
+
+
+SENTENCES = [f"Sentence number {i} talks about topic {i}." for i in range(20)]
+
+
+def test_passages_map_back_fit_the_budget_never_overlap_and_come_best_first():
+    a = doc("a", SENTENCES, [0.1] * 5 + [0.9, 0.8] + [0.1] * 8 + [0.7] + [0.1] * 4)
+    b = doc("b", SENTENCES, [0.2] * 10 + [0.85] + [0.2] * 9, score=0.9)
+    passages = build_context("topic", [a, b], 40, words, ContextRule(width=2, lexical_weight=0))
+    assert passages and sum(p.tokens for p in passages) <= 40
+    texts = {"a": a.text, "b": b.text}
+    for p in passages:
+        assert p.text == texts[p.id][p.span[0] : p.span[1]] and p.tokens == len(p.text.split())
+        assert p.metadata == {"source": p.id}
+    assert [p.score for p in passages] == sorted((p.score for p in passages), reverse=True)
+    for x in passages:
+        for y in passages:
+            if x is not y and x.id == y.id:
+                assert x.span[1] <= y.span[0] or y.span[1] <= x.span[0]
+    first = passages[0]
+    assert first.id == "a" and "topic 5." in first.text and "topic 6." in first.text
+
+
+def test_overlapping_and_touching_regions_merge_into_one_passage():
+    a = doc("a", SENTENCES, [0.1] * 4 + [0.9, 0.1, 0.1, 0.85] + [0.1] * 12)
+    passages = build_context("x", [a], 1000, words, ContextRule(width=4, lexical_weight=0, snap_chars=0))
+    assert len({p.span for p in passages}) == len(passages)
+    spans = sorted(p.span for p in passages)
+    assert all(s[1] < t[0] for s, t in zip(spans, spans[1:]))  # touching ones were merged
+    assert "topic 4." in passages[0].text and "topic 7." in passages[0].text
+
+
+def test_a_budget_smaller_than_one_landmark_gives_one_clipped_passage():
+    a = doc("a", SENTENCES, [0.5] * 20)
+    (p,) = build_context("x", [a], 3, words, ContextRule(lexical_weight=0))
+    assert 0 < p.tokens <= 3 and p.text == a.text[p.span[0] : p.span[1]]
+
+
+def test_no_candidates_or_empty_texts_give_an_empty_context():
+    assert build_context("x", [], 512, words) == []
+    assert build_context("x", [Doc("e", "", None)], 512, words) == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "512", None])
+def test_max_tokens_must_be_a_positive_int(bad):
+    with pytest.raises(InvalidInputError, match="max_tokens must be a positive int"):
+        build_context("x", [doc("a", SENTENCES, [0.5] * 20)], bad, words)
+
+
+def test_a_counter_that_raises_or_lies_is_named():
+    def broken(text: str) -> int:
+        raise RuntimeError("tokenizer offline")
+
+    with pytest.raises(InvalidInputError, match="token_counter raised RuntimeError: tokenizer offline"):
+        build_context("x", [doc("a", SENTENCES, [0.5] * 20)], 50, user_counter(broken))
+    with pytest.raises(InvalidInputError, match="token_counter must return an int >= 0"):
+        build_context("x", [doc("a", SENTENCES, [0.5] * 20)], 50, user_counter(lambda t: -1))
+    with pytest.raises(InvalidTypeError, match="token_counter must be a callable"):
+        user_counter(512)
+
+
+def test_the_query_words_pull_up_the_landmark_that_holds_them():
+    flat = [0.5] * 20
+    sentences = list(SENTENCES)
+    sentences[13] = "The flux capacitor needs 1.21 gigawatts."
+    a = doc("a", sentences, flat)
+    dense_only = build_context("flux capacitor gigawatts", [a], 20, words, ContextRule(width=1, lexical_weight=0))
+    fused = build_context("flux capacitor gigawatts", [a], 20, words, ContextRule(width=1, lexical_weight=0.5))
+    assert "capacitor" not in dense_only[0].text
+    assert "capacitor" in fused[0].text
+
+
+def test_ends_snap_to_sentence_boundaries():
+    filler = " ".join(f"word{i}" for i in range(30))
+    text = f"{filler}. First part. Second one is here. Third sentence follows. Fourth. {filler}."
+    cut_a, cut_b = text.index("one is"), text.index("sentence follows")  # inside sentences
+    spans = ((0, cut_a), (cut_a, cut_b), (cut_b, len(text)))
+    a = Doc("a", text, np.array([0.1, 0.9, 0.1], dtype=np.float32), landmark_spans=spans)
+    (p,) = build_context("x", [a], 12, words, ContextRule(width=1, lexical_weight=0, snap_chars=40))
+    assert p.text == "Second one is here. Third sentence follows."
+    (raw,) = build_context("x", [a], 12, words, ContextRule(width=1, lexical_weight=0, snap_chars=0))
+    assert raw.text == text[cut_a:cut_b]
+
+
+@pytest.mark.parametrize(
+    "field_, value", [("width", 0), ("lexical_weight", 1.5), ("rank_weight", -0.1), ("snap_chars", -1)]
+)
+def test_rules_are_checked(field_, value):
+    with pytest.raises(InvalidInputError, match=field_):
+        ContextRule(**{field_: value})
+
+
+@pytest.mark.slow
+def test_the_same_context_without_an_index(tmp_path):
+    from lmk_rag import LMKEncoder
+    from lmk_rag.passages import context
+
+    encoder = LMKEncoder(device="cpu")
+    texts = [p.read_text(encoding="utf-8") for p in sorted(CORPUS.glob("*.md"))]
+    names = [p.name for p in sorted(CORPUS.glob("*.md"))]
+    encoded = encoder.encode_multi(texts)
+    passages = context("How long do solar inverters last?", texts, encoded, encoder, 256, ids=names)
+    assert passages[0].id == "home_solar.md" and "ten to fifteen years" in passages[0].text
+    assert sum(p.tokens for p in passages) <= 256
+    assert sum(encoder.count_tokens([p.text for p in passages])) <= 256
+    by_name = dict(zip(names, texts))
+    assert all(p.text == by_name[p.id][p.span[0] : p.span[1]] for p in passages)
+    tiktoken_like = context("tides", texts, encoded, encoder, 64, token_counter=lambda s: len(s.split()))
+    assert sum(len(p.text.split()) for p in tiktoken_like) <= 64
