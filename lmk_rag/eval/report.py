@@ -45,7 +45,7 @@ def mean_over_tasks(by_task: dict[str, list[EvalRow]]) -> list[str]:
         "|---|" + "---:|" * len(COLUMNS),
     ]
     for method, rows in per_method.items():
-        if len(rows) != len(by_task):
+        if len(rows) != len(by_task) or not any(c in rows[0].metrics for c in COLUMNS):
             continue
         cells = []
         for c in COLUMNS:
@@ -53,6 +53,48 @@ def mean_over_tasks(by_task: dict[str, list[EvalRow]]) -> list[str]:
             cells.append(_fmt(sum(values) / len(values)) if len(values) == len(rows) else "")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return [*lines, ""]
+
+
+def context_columns(rows: Sequence[EvalRow]) -> list[str]:
+    """The context metrics present (``ctxB_recall`` / ``_hit`` / ``_full``), by budget."""
+    names = {k for r in rows for k in r.metrics if k.startswith("ctx")}
+    order = {"recall": 0, "hit": 1, "full": 2}
+    return sorted(names, key=lambda k: (int(k[3:].split("_")[0]), order.get(k.split("_")[1], 9)))
+
+
+def context_tables(by_task: dict[str, list[EvalRow]]) -> list[str]:
+    """What reaches the LLM: each context row's answer coverage per task, and the mean over tasks."""
+    rows = [r for task_rows in by_task.values() for r in task_rows if any(k.startswith("ctx") for k in r.metrics)]
+    if not rows:
+        return []
+    columns = context_columns(rows)
+    head = ["| method | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines = [
+        "## what reaches the LLM: answer coverage of a context of B tokens",
+        "",
+        "recall: share of the answer's characters in the context; hit: the context touches the answer; "
+        "full: it holds all of it (the answer: the queried section, or the whole relevant document).",
+        "",
+    ]
+    per_method: dict[str, list[EvalRow]] = defaultdict(list)
+    for task, task_rows in by_task.items():
+        ctx = [r for r in task_rows if r in rows]
+        if not ctx:
+            continue
+        lines += [f"### {task}", "", *head]
+        for r in ctx:
+            per_method[r.method].append(r)
+            lines.append(f"| {r.method} | " + " | ".join(_fmt(r.metrics.get(c)) for c in columns) + " |")
+        lines.append("")
+    tasks = [t for t in by_task if any(r in rows for r in by_task[t])]
+    if len(tasks) > 1:
+        lines += [f"### mean over the {len(tasks)} tasks", "", *head]
+        for method, mine in per_method.items():
+            if len(mine) == len(tasks):
+                cells = [_fmt(sum(r.metrics[c] for r in mine) / len(mine)) for c in columns]
+                lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 def comparison_table(comparisons: Sequence[PairedComparison]) -> list[str]:
@@ -97,6 +139,8 @@ def markdown(
             "|---|" + "---:|" * (len(COLUMNS) + 3),
         ]
         for r in task_rows:
+            if not any(c in r.metrics for c in COLUMNS):
+                continue  # a context row: its own table below
             cells = [_fmt(r.metrics.get(c)) for c in COLUMNS]
             lines.append(
                 f"| {r.method} | "
@@ -105,6 +149,7 @@ def markdown(
             )
         lines.append("")
     lines += mean_over_tasks(by_task)
+    lines += context_tables(by_task)
     lines += comparison_table(comparisons)
     for key, label in (("length", "document length (tokens)"), ("position", "needle position")):
         table = breakdown(rows, key)

@@ -110,6 +110,8 @@ def compare_to_baseline(
 
     A metric is compared only on queries both rows scored (passage hit@1 exists for landmark
     and chunk methods alone); the "all tasks" comparison needs more than one task."""
+    if metrics is COMPARED_METRICS:  # the context metrics too, where the rows have them
+        metrics = (*COMPARED_METRICS, *sorted({k for r in rows for k in r.metrics if k.startswith("ctx")}))
     names = sorted({r.method for r in rows})
     if baseline not in names:
         raise InvalidInputError(f"baseline {baseline!r} is not a method of this evaluation; use one of {names}")
