@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import re
 import shlex
@@ -95,7 +96,8 @@ EXAMPLES = {
   lmk-rag ingest docs/ --index qdrant+http://localhost:6333 --prune   # a server; drop deleted files""",
     "search": """examples:
   lmk-rag search "how do I rotate the keys?" --index qdrant:./lmk_index -k 5
-  lmk-rag search "E4711 error" --mode hybrid --json""",
+  lmk-rag search "E4711 error" --mode hybrid --json
+  lmk-rag search "how do I rotate the keys?" --context 512   # the passages to hand an LLM""",
     "info": """examples:
   lmk-rag info --index qdrant:./lmk_index --json""",
     "copy": """examples:
@@ -212,6 +214,20 @@ def build_parser() -> argparse.ArgumentParser:
         "gets its paired difference to it per task and over the tasks, with a 95%% bootstrap interval and a "
         "randomization-test p (nDCG@10, and passage hit@1 where both have it)",
     )
+    ev.add_argument(
+        "--context-tokens",
+        type=_ints,
+        default=None,
+        metavar="B,B,...",
+        help="also measure what reaches the LLM: answer recall / hit / full of contexts of B tokens "
+        "(e.g. 256,512,1024) from chunk-then-embed (128 and 256 tokens, LangChain's and LlamaIndex's "
+        "splitters), BM25 over chunks, and lmk-rag's context builder",
+    )
+    ev.add_argument(
+        "--context-chunk-model",
+        default="sentence-transformers/all-MiniLM-L6-v2",
+        help="model of the chunk-then-embed context rows (default: the packaged base, all-MiniLM-L6-v2)",
+    )
     ev.add_argument("--out", default="eval_report", help="folder for report.md, report.json and plots")
     ev.add_argument("--title", default="lmk-rag eval", help="title of the report")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -246,7 +262,19 @@ def build_parser() -> argparse.ArgumentParser:
     se = command("search", help="ranked documents with the matched passage")
     se.add_argument("query", help="the question or keywords to search for")
     _index_options(se)
-    se.add_argument("-k", type=int, default=5, help="number of documents to return (default 5)")
+    se.add_argument(
+        "-k",
+        type=int,
+        default=None,
+        help="documents to return (default 5); with --context, documents searched (default 10)",
+    )
+    se.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="print the context to hand an LLM instead: the best passages within TOKENS tokens (e.g. 512)",
+    )
     se.add_argument(
         "--mode",
         default=None,
@@ -571,9 +599,12 @@ def _highlight(hit, tty: bool) -> str:
 def run_search(args: argparse.Namespace) -> int:
     import json
 
+    if args.context is not None:
+        return run_context(args)
     index = _open(args, must_exist=True)
     try:
-        hits = index.search(args.query, k=args.k, mode=args.mode, neighbours=args.neighbours, passage=args.passage)
+        k = 5 if args.k is None else args.k
+        hits = index.search(args.query, k=k, mode=args.mode, neighbours=args.neighbours, passage=args.passage)
     finally:
         index.close()
     if args.json:
@@ -599,6 +630,31 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"{rank}. {hit.id}  score {hit.score:.3f}  chars {hit.span[0]}-{hit.span[1]}")
         print("   " + _highlight(hit, tty))
     if not hits:
+        print("no results")
+    return 0
+
+
+def run_context(args: argparse.Namespace) -> int:
+    """``search --context TOKENS``: the passages an LLM should read, best first, within the budget."""
+    import json
+
+    from .context import check_max_tokens
+
+    check_max_tokens(args.context)  # before the model loads
+    index = _open(args, must_exist=True)
+    try:
+        passages = index.context(args.query, args.context, k=args.k, mode=args.mode)
+    finally:
+        index.close()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(p) for p in passages], indent=2))
+        return 0
+    total = sum(p.tokens for p in passages)
+    print(f"context for {args.query!r}: {len(passages)} passages, {total} of {args.context} tokens")
+    for rank, p in enumerate(passages, 1):
+        print(f"\n[{rank}] {p.id}  chars {p.span[0]}-{p.span[1]}  {p.tokens} tokens  score {p.score:.2f}")
+        print(p.text.strip())
+    if not passages:
         print("no results")
     return 0
 
@@ -765,9 +821,17 @@ def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.export_beir:
         for task in tasks:
             print(f"wrote {export_beir(task, Path(args.export_beir) / task.name)}")
-    if not methods:
+    budgets = args.context_tokens or []
+    if any(b < 1 for b in budgets):
+        raise InvalidInputError(f"--context-tokens must be positive token budgets, got {budgets}")
+    if not methods and not budgets:
         return 0
-    rows = evaluate(tasks, methods, progress=not args.no_progress)
+    rows = evaluate(tasks, methods, progress=not args.no_progress) if methods else []
+    if budgets:
+        from .eval.contexts import context_rows
+
+        chunk_encoder = LMKEncoder(args.context_chunk_model, pooling="mean", granularity=None)
+        rows += context_rows(tasks, budgets, counter, chunk_encoder, progress=not args.no_progress)
     command = "lmk-rag " + " ".join(shlex.quote(a) for a in argv)
     comparisons: list[PairedComparison] = []
     wrong_baseline: InvalidInputError | None = None

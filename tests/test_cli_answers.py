@@ -77,3 +77,21 @@ def test_landmark_pooling_on_an_untrained_model_warns_once_with_what_to_do(caplo
     assert len(warnings) == 1
     assert base in warnings[0] and "pooling='mean'" in warnings[0] and "lmk-rag train" in warnings[0]
     assert "\n" not in warnings[0]
+
+
+@pytest.mark.slow
+def test_search_context_prints_the_passages_for_an_llm_within_the_budget(tmp_path):
+    index = f"qdrant:{tmp_path / 'idx'}"
+    assert run_cli("ingest", str(CORPUS), "--index", index, "--no-progress").returncode == 0
+    shown = run_cli("search", "How long do solar inverters last?", "--index", index, "--context", "128")
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        shown.stdout.startswith("context for 'How long do solar inverters last?':")
+        and "[1] home_solar.md" in shown.stdout
+    )
+    data = json.loads(run_cli("search", "tides", "--index", index, "--context", "96", "--json").stdout)
+    assert data and sum(p["tokens"] for p in data) <= 96
+    texts = {p.name: p.read_text(encoding="utf-8") for p in CORPUS.glob("*.md")}
+    assert all(texts[p["id"]][p["span"][0] : p["span"][1]] == p["text"] for p in data)
+    bad = run_cli("search", "tides", "--index", index, "--context", "0")
+    assert bad.returncode == 2 and "max_tokens must be a positive int" in bad.stderr
