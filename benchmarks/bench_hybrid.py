@@ -24,6 +24,7 @@ from lmk_rag import LMKEncoder
 from lmk_rag.eval.domains import domain_tasks, domains_of
 from lmk_rag.eval.metrics import retrieval_metrics, span_covers
 from lmk_rag.index import QdrantIndex
+from lmk_rag.index.base import PassageRequest
 
 
 def encoded(task, enc: LMKEncoder, cache: Path | None):
@@ -62,7 +63,7 @@ def main() -> None:
                     idx.hybrid_fusion, idx.hybrid_weight = "weighted", float(method.split("=")[1])
                 run, hits1 = {}, []
                 for qid, text, q in zip(task.query_ids, task.query_texts, queries):
-                    hits = idx._search(q, 10, {}, mode, 0, text=text)
+                    hits = idx._search(q, 10, {}, mode, PassageRequest(), text=text)
                     run[qid] = {h.id: float(10 - r) for r, h in enumerate(hits)}  # rank order, ties impossible
                     if qid in task.answers:
                         doc, start, end = task.answers[qid]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,14 +43,22 @@ def test_quickstart_custom_question(question, doc):
     assert f"-> {doc}" in out and "stretch" in out
 
 
-def test_langchain_rag_example():
+def _context_tokens(out: str) -> int:
+    match = re.search(r"context the LLM receives: (\d+) passages, (\d+) tokens", out)
+    assert match and int(match.group(1)) >= 1, out
+    return int(match.group(2))
+
+
+def test_langchain_rag_example_hands_the_llm_passages():
     out = run_example("langchain_rag.py", "How do I make a sourdough starter?")
-    assert "retrieved: sourdough.md" in out
+    assert "retrieved: sourdough.md" in out and "Mix 50 grams of wholemeal flour" in out
+    assert 0 < _context_tokens(out) <= 256
 
 
-def test_llamaindex_query_engine_example():
+def test_llamaindex_query_engine_example_hands_the_llm_passages():
     out = run_example("llamaindex_query_engine.py", "Why do some coasts have huge tides?")
-    assert "source: tides.md" in out
+    assert "source: tides.md" in out and "--- tides.md chars" in out
+    assert 0 < _context_tokens(out) <= 256
 
 
 @pytest.mark.parametrize("script, top", [("ingest_qdrant.py", "home_solar.md"), ("ingest_chroma.py", "tides.md")])

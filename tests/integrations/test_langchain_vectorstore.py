@@ -58,7 +58,7 @@ class TestLMKRetrieverDocuments(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict:
-        return {"index": _sample_index(), "k": 3}
+        return {"index": _sample_index(), "k": 3, "mode": "document"}
 
     @property
     def retriever_query_example(self) -> str:
@@ -69,6 +69,15 @@ class TestLMKRetrieverPassages(TestLMKRetrieverDocuments):
     @property
     def retriever_constructor_params(self) -> dict:
         return {"index": _sample_index(), "k": 3, "mode": "passage"}
+
+
+class TestLMKRetrieverContext(TestLMKRetrieverDocuments):
+    """The default: the token-budgeted context, at most k passages (the suite asks for exactly k,
+    which a 512-token budget over the sample corpus holds)."""
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"index": _sample_index(), "k": 3}
 
 
 def test_passage_mode_returns_the_matched_passage_with_parent_and_span():
@@ -83,15 +92,48 @@ def test_passage_mode_returns_the_matched_passage_with_parent_and_span():
     assert top.metadata["source"] == "printing_press.md" and top.metadata["score"] > docs[1].metadata["score"]
 
 
-def test_document_mode_and_store_retriever_return_whole_documents():
+def test_the_store_retriever_hands_the_llm_passages_and_whole_documents_on_request():
     idx = _sample_index()
     store = LMKVectorStore(index=idx)
-    docs = store.as_retriever(search_kwargs={"k": 4}).invoke("sourdough starter")
-    assert docs[0].id == "sourdough.md" and docs[0].page_content == (CORPUS / "sourdough.md").read_text()
+    texts = {p.name: p.read_text() for p in CORPUS.glob("*.md")}
+    context = store.as_retriever(search_kwargs={"max_tokens": 256}).invoke("How long do solar inverters last?")
+    assert context and sum(d.metadata["tokens"] for d in context) <= 256
+    assert context[0].metadata["parent_id"] == "home_solar.md" and context[0].metadata["source"] == "home_solar.md"
+    for doc in context:
+        m = doc.metadata
+        assert texts[m["parent_id"]][m["span_start"] : m["span_end"]] == doc.page_content
+    docs = store.as_retriever(search_type="similarity", search_kwargs={"k": 4}).invoke("sourdough starter")
+    assert docs[0].id == "sourdough.md" and docs[0].page_content == texts["sourdough.md"]
     assert docs[0].metadata == {"source": "sourdough.md"}
     scored = store.similarity_search_with_relevance_scores("sourdough starter", k=2)
     assert 0.0 <= scored[1][1] <= scored[0][1] <= 1.0
     assert store.search_passages("sourdough starter", k=1)[0].metadata["parent_id"] == "sourdough.md"
+    with pytest.raises(ValueError, match="search_kwargs"):
+        store.as_retriever(search_kwargs={"fetch_k": 3})
+
+
+def test_the_compressor_cuts_any_stores_documents_to_landmark_passages():
+    """Documents from a store that is not lmk-rag's (LangChain's own in-memory store over plain
+    embeddings) come back as passages of at most max_tokens, spans into their documents."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from langchain_lmk import LMKContextCompressor
+
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    paths = sorted(CORPUS.glob("*.md"))
+    store.add_documents([Document(id=p.name, page_content=p.read_text(), metadata={"source": p.name}) for p in paths])
+    found = store.similarity_search("anything", k=5)  # the fake store's order: the compressor ranks them itself
+    compressor = LMKContextCompressor(encoder=LMKEncoder(device="cpu"), max_tokens=200)
+    passages = compressor.compress_documents(found, "How long do solar inverters last?")
+    assert passages and sum(p.metadata["tokens"] for p in passages) <= 200
+    assert passages[0].metadata["parent_id"] == "home_solar.md" and passages[0].metadata["source"] == "home_solar.md"
+    texts = {p.name: p.read_text() for p in paths}
+    for p in passages:
+        assert texts[p.metadata["parent_id"]][p.metadata["span_start"] : p.metadata["span_end"]] == p.page_content
+    assert compressor.compress_documents([], "x") == []
+    with pytest.raises(ValueError):
+        LMKContextCompressor(max_tokens=0)
 
 
 def test_from_texts_and_bad_index():

@@ -28,7 +28,7 @@ def index():
 
 def test_nodes_carry_spans_and_parent(index):
     # A factoid in one landmark of a short document: the single best landmark (``peak``) names it.
-    retriever = LMKRetriever(index, similarity_top_k=2, passage="peak")
+    retriever = LMKRetriever(index, similarity_top_k=2, mode="passage", passage="peak")
     nodes = retriever.retrieve("How many copies of the Gutenberg Bible were printed?")
     top = nodes[0]
     parent_id = top.node.relationships[NodeRelationship.SOURCE].node_id
@@ -54,3 +54,36 @@ def test_bad_arguments(index):
         LMKRetriever(index, similarity_top_k=0)
     with pytest.raises(TypeError, match="index must be"):
         LMKRetriever("nope")
+
+
+def test_the_default_retriever_hands_the_llm_the_context(index):
+    nodes = LMKRetriever(index, max_tokens=200).retrieve("How long do solar inverters last?")
+    assert nodes and sum(index.encoder.count_tokens([n.node.get_content() for n in nodes])) <= 200
+    for n in nodes:
+        parent = index.get([n.node.relationships[NodeRelationship.SOURCE].node_id])[0]
+        assert parent.text[n.node.start_char_idx : n.node.end_char_idx] == n.node.get_content()
+    assert index.get([nodes[0].node.ref_doc_id])[0].metadata["file_name"] == "home_solar.md"
+    with pytest.raises(ValueError, match="mode must be one of"):
+        LMKRetriever(index, mode="documents")
+    with pytest.raises(ValueError, match="max_tokens"):
+        LMKRetriever(index, max_tokens=0)
+
+
+def test_the_postprocessor_cuts_any_retrievers_nodes_to_landmark_passages():
+    """A plain VectorStoreIndex (LlamaIndex's in-memory store, its own splitter) retrieves nodes;
+    the postprocessor cuts them to passages within the budget, spans into the source documents."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.postprocessor.lmk import LMKContextPostprocessor
+
+    docs = SimpleDirectoryReader(str(CORPUS), filename_as_id=True).load_data()
+    plain = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    post = LMKContextPostprocessor(encoder=LMKEncoder(device="cpu"), max_tokens=160)
+    engine = plain.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=5, node_postprocessors=[post])
+    response = engine.query("How long do solar inverters last?")
+    nodes = response.source_nodes
+    assert nodes and sum(LMKEncoder(device="cpu").count_tokens([n.node.get_content() for n in nodes])) <= 160
+    by_id = {d.doc_id: d.text for d in docs}
+    for n in nodes:
+        source = n.node.relationships[NodeRelationship.SOURCE].node_id
+        assert by_id[source][n.node.start_char_idx : n.node.end_char_idx] == n.node.get_content()

@@ -1,4 +1,4 @@
-"""``LMKRetriever``: whole documents or the matched passages from an lmk-rag index."""
+"""``LMKRetriever``: the context for an LLM (default), the matched passages, or whole documents."""
 
 from __future__ import annotations
 
@@ -9,25 +9,33 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
+from lmk_rag.context import CONTEXT_DOCUMENTS
 from lmk_rag.index import MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
-from .vectorstores import hit_to_document, hit_to_passage
+from .documents import hit_to_document, hit_to_passage, passage_to_document
 
 
 class LMKRetriever(BaseRetriever):
     """Retrieve from a Qdrant or Chroma LMK index.
 
-    ``mode="document"`` returns whole documents with their metadata unchanged;
-    ``mode="passage"`` returns each hit's best landmark passage, with ``parent_id``,
-    ``span_start``/``span_end``, ``landmark`` and ``score`` in metadata.
+    ``mode="context"`` (the default) returns what to hand an LLM: the best passages within
+    ``max_tokens`` tokens (:meth:`lmk_rag.index.MultiVectorIndex.context`), at most ``k`` of them,
+    each with the document's metadata plus ``parent_id``, ``span_start``/``span_end``, ``score`` and
+    ``tokens``; ``mode="passage"`` returns each of the ``k`` best documents' best landmark passage
+    (``landmark`` in metadata too); ``mode="document"`` returns whole documents, metadata unchanged.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     index: MultiVectorIndex = Field(description="A QdrantIndex or ChromaIndex.")
-    k: int = Field(default=4, gt=0, description="Documents to return.")
-    mode: Literal["document", "passage"] = Field(default="document", description="Whole documents or passages.")
+    k: int = Field(
+        default=4, gt=0, description="Documents (or, in context mode, at most this many passages) to return."
+    )
+    mode: Literal["context", "passage", "document"] = Field(
+        default="context", description="The token-budgeted context, each document's best passage, or whole documents."
+    )
+    max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
     search_mode: str | None = Field(
         default=None,
         description="Index search mode (index.modes: prefetch, maxsim, pooled, hybrid for Qdrant; maxsim, pooled "
@@ -45,6 +53,15 @@ class LMKRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         k = kwargs.get("k", self.k)
+        if self.mode == "context":
+            passages = self.index.context(
+                query,
+                kwargs.get("max_tokens", self.max_tokens),
+                k=max(k, CONTEXT_DOCUMENTS),
+                where=kwargs.get("filter", self.filter),
+                mode=self.search_mode,
+            )
+            return [passage_to_document(p) for p in passages[:k]]
         hits = self.index.search(
             query,
             k=k,

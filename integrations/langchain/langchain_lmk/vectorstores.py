@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, ClassVar
 
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
+from lmk_rag.context import CONTEXT_DOCUMENTS
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
-from lmk_rag.index import Hit, MultiVectorIndex
+from lmk_rag.index import MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
+from .documents import hit_to_document, hit_to_passage, passage_to_document
 
-def hit_to_document(hit: Hit) -> Document:
-    return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
-
-
-def hit_to_passage(hit: Hit) -> Document:
-    """The matched passage as content; parent id, span, landmark and score in metadata."""
-    meta = {
-        **hit.metadata,
-        "parent_id": hit.id,
-        "span_start": hit.span[0],
-        "span_end": hit.span[1],
-        "landmark": hit.landmark,
-        "score": hit.score,
-    }
-    return Document(id=f"{hit.id}#{hit.landmark}", page_content=hit.passage, metadata=meta)
+_CONTEXT_KWARGS = ("k", "max_tokens", "filter")
 
 
 class LMKVectorStore(VectorStore):
@@ -54,6 +43,16 @@ class LMKVectorStore(VectorStore):
             raise InvalidInputError(f"search_mode must be one of {index.modes}, got {search_mode!r}")
         self.index = index
         self.search_mode = search_mode
+
+    def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
+        """A retriever that hands the LLM lmk-rag's context by default: the best passages within a
+        token budget (``search_kwargs``: ``max_tokens`` (512), ``k`` (at most that many passages, 4),
+        ``filter``); see :class:`LMKStoreRetriever`. ``search_type="similarity"`` (or
+        ``"similarity_score_threshold"``) gives whole documents, as LangChain's own stores do."""
+        tags = [*(kwargs.pop("tags", None) or []), *self._get_retriever_tags()]
+        if kwargs.get("search_type", "context") == "context":
+            _check_context_kwargs(kwargs.get("search_kwargs") or {})
+        return LMKStoreRetriever(vectorstore=self, tags=tags, **kwargs)
 
     @property
     def embeddings(self) -> Embeddings | None:
@@ -135,3 +134,43 @@ def _new_id() -> str:
     import uuid
 
     return uuid.uuid4().hex
+
+
+class LMKStoreRetriever(VectorStoreRetriever):
+    """``LMKVectorStore.as_retriever()``: a ``VectorStoreRetriever`` whose default search type,
+    ``"context"``, returns lmk-rag's context (:meth:`lmk_rag.index.MultiVectorIndex.context`): at
+    most ``k`` passages within ``max_tokens`` tokens, each with the document's metadata plus
+    ``parent_id``, ``span_start``/``span_end``, ``score`` and ``tokens``. The other search types
+    are LangChain's, over whole documents."""
+
+    search_type: str = "context"
+    allowed_search_types: ClassVar[Collection[str]] = ("context", "similarity", "similarity_score_threshold", "mmr")
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        if self.search_type != "context":
+            return super()._get_relevant_documents(query, run_manager=run_manager, **kwargs)
+        search = {**self.search_kwargs, **kwargs}
+        _check_context_kwargs(search)
+        store = self.vectorstore
+        if not isinstance(store, LMKVectorStore):
+            raise InvalidTypeError(f"LMKStoreRetriever needs an LMKVectorStore, got {type(store).__name__}")
+        k = search.get("k", 4)
+        passages = store.index.context(
+            query,
+            search.get("max_tokens", 512),
+            k=max(k, CONTEXT_DOCUMENTS),
+            where=search.get("filter"),
+            mode=store.search_mode,
+        )
+        return [passage_to_document(p) for p in passages[:k]]
+
+
+def _check_context_kwargs(search: dict[str, Any]) -> None:
+    unknown = set(search) - set(_CONTEXT_KWARGS)
+    if unknown:
+        raise InvalidInputError(
+            f"search_kwargs {sorted(unknown)} are not used by the context search; it takes {_CONTEXT_KWARGS} "
+            "(or pass search_type='similarity' for whole documents)"
+        )

@@ -1,4 +1,5 @@
-"""``LMKRetriever`` for LlamaIndex: each hit's best landmark passage as a ``NodeWithScore``."""
+"""``LMKRetriever`` for LlamaIndex: the context for an LLM (default), or each hit's best landmark
+passage, as ``NodeWithScore`` objects."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
+from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
+
+RETRIEVER_MODES = ("context", "passage")
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -32,15 +36,38 @@ def hit_to_node(hit: Hit) -> NodeWithScore:
     return NodeWithScore(node=node, score=hit.score)
 
 
+def passage_to_node(passage: Passage, source: str | None = None, offset: int = 0) -> NodeWithScore:
+    """A context passage as a node: its text, ``start_char_idx``/``end_char_idx`` in the parent's
+    text (shifted by ``offset``), the parent (``source``, default the passage's document) as SOURCE."""
+    start, end = passage.span[0] + offset, passage.span[1] + offset
+    parent = source if source is not None else passage.id
+    node = TextNode(
+        id_=f"{parent}:{start}-{end}",
+        text=passage.text,
+        metadata=dict(passage.metadata),
+        start_char_idx=start,
+        end_char_idx=end,
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=parent)},
+    )
+    return NodeWithScore(node=node, score=passage.score)
+
+
 class LMKRetriever(BaseRetriever):
-    """Retrieve matched passages (with ``start_char_idx``/``end_char_idx`` and the parent
-    document as SOURCE) from a Qdrant or Chroma LMK index; usable in ``RetrieverQueryEngine``."""
+    """Retrieve from a Qdrant or Chroma LMK index, for ``RetrieverQueryEngine`` and friends.
+
+    ``mode="context"`` (the default): what to hand the LLM, the best passages within ``max_tokens``
+    tokens from the ``similarity_top_k`` best documents (at least 10 are searched; see
+    :meth:`lmk_rag.index.MultiVectorIndex.context`); ``mode="passage"``: each of the
+    ``similarity_top_k`` best documents' best landmark passage. Nodes carry
+    ``start_char_idx``/``end_char_idx`` in the parent's text and the parent document as SOURCE."""
 
     def __init__(
         self,
         index: MultiVectorIndex,
         similarity_top_k: int = 4,
         *,
+        mode: str = "context",
+        max_tokens: int = 512,
         search_mode: str | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
@@ -51,8 +78,12 @@ class LMKRetriever(BaseRetriever):
             raise InvalidTypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
         if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
             raise InvalidInputError(f"similarity_top_k must be a positive int, got {similarity_top_k!r}")
+        if mode not in RETRIEVER_MODES:
+            raise InvalidInputError(f"mode must be one of {RETRIEVER_MODES}, got {mode!r}")
         self.index = index
         self.similarity_top_k = similarity_top_k
+        self.mode = mode
+        self.max_tokens = check_max_tokens(max_tokens)
         self.search_mode = search_mode
         self.neighbours = neighbours
         self.passage = check_passage_rule(passage)
@@ -60,6 +91,15 @@ class LMKRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if self.mode == "context":
+            passages = self.index.context(
+                query_bundle.query_str,
+                self.max_tokens,
+                k=max(self.similarity_top_k, CONTEXT_DOCUMENTS),
+                where=self.filters,
+                mode=self.search_mode,
+            )
+            return [passage_to_node(p) for p in passages]
         hits = self.index.search(
             query_bundle.query_str,
             k=self.similarity_top_k,

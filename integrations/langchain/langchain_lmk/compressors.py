@@ -1,0 +1,69 @@
+"""``LMKContextCompressor``: documents from any retriever cut down to their best passages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from lmk_rag import LMKEncoder
+from lmk_rag.passages import context
+
+
+class LMKContextCompressor(BaseDocumentCompressor):
+    """Keep your store (Chroma, pgvector, BM25, ...) and hand the LLM landmark passages: the
+    documents it retrieved are encoded with LMK and cut down to lmk-rag's context for the query,
+    the best passages within ``max_tokens`` tokens (see :mod:`lmk_rag.context`).
+
+    Each passage keeps its document's metadata and adds ``parent_id`` (the document's id),
+    ``span_start``/``span_end`` (characters in its text), ``score`` and ``tokens``.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_classic.retrievers import ContextualCompressionRetriever
+            retriever = ContextualCompressionRetriever(
+                base_compressor=LMKContextCompressor(max_tokens=512), base_retriever=my_store.as_retriever()
+            )
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    encoder: LMKEncoder | None = Field(default=None, description="The LMK encoder; None: the packaged model.")
+    max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
+    _default: LMKEncoder | None = PrivateAttr(default=None)
+
+    def _encoder(self) -> LMKEncoder:
+        if self.encoder is not None:
+            return self.encoder
+        if self._default is None:
+            self._default = LMKEncoder()
+        return self._default
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None, **kwargs: Any
+    ) -> Sequence[Document]:
+        docs = list(documents)
+        if not docs:
+            return []
+        encoder = self._encoder()
+        texts = [d.page_content for d in docs]
+        names = [str(i) for i in range(len(docs))]
+        passages = context(query, texts, encoder.encode_multi(texts), encoder, self.max_tokens, ids=names, k=len(docs))
+        out = []
+        for p in passages:
+            source = docs[int(p.id)]
+            parent = source.id if source.id is not None else p.id
+            meta = {
+                **source.metadata,
+                "parent_id": parent,
+                "span_start": p.span[0],
+                "span_end": p.span[1],
+                "score": p.score,
+                "tokens": p.tokens,
+            }
+            out.append(Document(id=f"{parent}:{p.span[0]}-{p.span[1]}", page_content=p.text, metadata=meta))
+        return out
