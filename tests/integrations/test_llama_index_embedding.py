@@ -71,3 +71,19 @@ def test_shares_encoder_with_langchain():
     from langchain_lmk import LMKEmbeddings
 
     assert LMKEmbedding(device="cpu").encoder is LMKEmbeddings(device="cpu").encoder
+
+
+def test_model_name_loads_that_model_or_is_refused_never_ignored(tiny_bert_dir):
+    import pytest
+
+    from llama_index.embeddings.lmk import LMKEmbedding
+    from lmk_rag.errors import ModelLoadError
+
+    tiny = LMKEmbedding(model_name=str(tiny_bert_dir), device="cpu")
+    assert tiny.encoder.dimension == 32 and tiny.model_name == tiny.encoder.model_name
+    assert len(tiny.get_text_embedding("a text")) == 32
+    with pytest.raises(ModelLoadError):
+        LMKEmbedding(model_name="BAAI/bge-small-en-v1.5", device="cpu")  # not loadable offline: said, not ignored
+    with pytest.raises(ValueError, match="two different models"):
+        LMKEmbedding(model_name=str(tiny_bert_dir), model="sentence-transformers/all-MiniLM-L6-v2")
+    assert LMKEmbedding(device="cpu").model_name == "lmk-rag/all-MiniLM-L6-v2-lmk-v4"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lmk_rag.errors import MissingDependencyError
+from lmk_rag.errors import InvalidInputError, MissingDependencyError
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
@@ -32,10 +32,18 @@ class LMKEmbedding(LMKEncoderFields, BaseEmbedding):
     """
 
     def __init__(self, **data: Any) -> None:
-        given_name = "model_name" in data
+        # LlamaIndex users name the model with ``model_name``; ``model`` is lmk-rag's name for it.
+        # Either loads that model (or fails saying why); two different names are refused, and
+        # ``model_name`` then reports the model actually loaded, never a name that was ignored.
+        name, model = data.pop("model_name", None), data.get("model")
+        if name is not None and model is not None and name != model:
+            raise InvalidInputError(
+                f"model_name={name!r} and model={model!r} name two different models; give one of them"
+            )
+        if name is not None:
+            data["model"] = name
         super().__init__(**data)
-        if not given_name:  # the model actually loaded (the shipped adapter by default), in one place
-            self.model_name = self.encoder.model_name
+        self.model_name = self.encoder.model_name
 
     @classmethod
     def class_name(cls) -> str:
