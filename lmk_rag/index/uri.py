@@ -118,9 +118,10 @@ def holds_index(uri: IndexURI, collection: str = "lmk") -> bool:
     return holds_edge_index(folder, collection) or holds_local_mode_index(folder)
 
 
-def read_fingerprint(uri: IndexURI, collection: str = "lmk") -> Fingerprint | None:
+def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None = None) -> Fingerprint | None:
     """The fingerprint an existing index was built with, or None for a new / empty location.
-    Reads only: a folder that holds no index is left untouched."""
+    Reads only: a folder that holds no index is left untouched. A Qdrant server is asked with
+    ``api_key``, else ``$QDRANT_API_KEY``."""
     if not holds_index(uri, collection):
         return None
     if uri.backend == "qdrant" and uri.path:
@@ -137,7 +138,8 @@ def read_fingerprint(uri: IndexURI, collection: str = "lmk") -> Fingerprint | No
 
         from .qdrant_client_store import is_connection_error, open_local_mode, stored_fingerprint
 
-        qdrant = open_local_mode(Path(uri.path)) if uri.path else QdrantClient(url=uri.url)
+        key = api_key or os.environ.get("QDRANT_API_KEY") or None
+        qdrant = open_local_mode(Path(uri.path)) if uri.path else QdrantClient(url=uri.url, api_key=key)
         try:
             return stored_fingerprint(qdrant, collection)
         except Exception as exc:

@@ -147,3 +147,27 @@ def test_from_texts_and_bad_index():
     assert store.similarity_search("alpha", k=1) == [Document(id="a", page_content="alpha text", metadata={})]
     with pytest.raises(TypeError, match="index must be"):
         LMKVectorStore(index="not an index")
+
+
+def test_from_texts_at_a_path_reopens_with_from_existing_collection_and_searches_by_vector(tmp_path):
+    from lmk_rag.errors import IndexNotFoundError
+
+    folder = str(tmp_path / "idx")
+    store = LMKVectorStore.from_texts(
+        ["Spring tides come at new and full moon.", "Feed a sourdough starter daily."],
+        metadatas=[{"topic": "tides"}, {"topic": "bread"}],
+        ids=["tides", "bread"],
+        path=folder,
+        collection_name="notes",
+    )
+    q = store.index.encoder.encode_query("when are spring tides?")
+    assert [d.id for d in store.similarity_search_by_vector(q.tolist(), k=1)] == ["tides"]
+    store.index.close()
+    again = LMKVectorStore.from_existing_collection("notes", path=folder)
+    assert again.index.encoder.model_name == "lmk-rag/all-MiniLM-L6-v2-lmk-v4"
+    assert again.similarity_search("sourdough", k=1)[0].metadata == {"topic": "bread"}
+    again.index.close()
+    with pytest.raises(IndexNotFoundError, match="no lmk-rag collection 'other'"):
+        LMKVectorStore.from_existing_collection("other", path=folder)
+    with pytest.raises(ValueError, match="one of path="):
+        LMKVectorStore.from_existing_collection("notes")

@@ -75,8 +75,8 @@ def test_shares_encoder_with_langchain():
 
 def test_model_name_loads_that_model_or_is_refused_never_ignored(tiny_bert_dir):
     import pytest
-
     from llama_index.embeddings.lmk import LMKEmbedding
+
     from lmk_rag.errors import ModelLoadError
 
     tiny = LMKEmbedding(model_name=str(tiny_bert_dir), device="cpu")

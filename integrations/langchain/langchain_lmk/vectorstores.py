@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -108,6 +109,18 @@ class LMKVectorStore(VectorStore):
         )
         return [hit_to_passage(h) for h in hits]
 
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """Whole documents for a query vector made by this index's encoder (``encode_query``)."""
+        hits = self.index.search_by_vector(
+            np.asarray(embedding, dtype=np.float32),
+            k=k,
+            filter=filter,
+            mode=kwargs.get("search_mode", self.search_mode),
+        )
+        return [hit_to_document(h) for h in hits]
+
     @classmethod
     def from_texts(
         cls,
@@ -117,17 +130,72 @@ class LMKVectorStore(VectorStore):
         *,
         ids: list[str] | None = None,
         index: MultiVectorIndex | None = None,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        collection_name: str = "lmk",
+        search_mode: str | None = None,
         **kwargs: Any,
     ) -> LMKVectorStore:
-        """Build a store; without ``index`` an in-memory Qdrant index over ``embedding``'s encoder."""
+        """Build a store and add ``texts``, as langchain-qdrant's ``from_texts`` does: into ``index``,
+        or a Qdrant index at ``path`` (embedded), ``url`` (a server; ``api_key``) or ``location``
+        (``":memory:"``, the default), collection ``collection_name``, encoding with ``embedding``'s
+        LMK encoder (an :class:`~langchain_lmk.LMKEmbeddings`) or the packaged model."""
+        if kwargs:
+            raise InvalidInputError(
+                f"from_texts got unknown arguments {sorted(kwargs)}; it takes index, path, url, api_key, location, "
+                "collection_name, search_mode"
+            )
         if index is None:
             from lmk_rag.index import QdrantIndex
 
             encoder = getattr(embedding, "encoder", None)
-            index = QdrantIndex(location=":memory:", encoder=encoder)
-        store = cls(index=index, **kwargs)
+            where = {"path": path, "url": url, "location": location}
+            if all(v is None for v in where.values()):
+                where["location"] = ":memory:"
+            index = QdrantIndex(
+                **{k: v for k, v in where.items() if v is not None},
+                api_key=api_key,
+                collection=collection_name,
+                encoder=encoder,
+            )
+        elif any(v is not None for v in (path, url, location, api_key)):
+            raise InvalidInputError("give index= or path=/url=/location=, not both")
+        store = cls(index=index, search_mode=search_mode)
         store.add_texts(texts, metadatas, ids=ids)
         return store
+
+    @classmethod
+    def from_existing_collection(
+        cls,
+        collection_name: str = "lmk",
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        search_mode: str | None = None,
+    ) -> LMKVectorStore:
+        """The store over a Qdrant collection lmk-rag wrote before (``path``: embedded; ``url``: a
+        server), opened with the encoder its fingerprint records. A collection that does not exist,
+        or that lmk-rag did not write, is refused with what was found."""
+        from lmk_rag import LMKEncoder
+        from lmk_rag.errors import IndexNotFoundError
+        from lmk_rag.index import QdrantIndex
+        from lmk_rag.index.uri import parse_index_uri, read_fingerprint
+
+        if (path is None) == (url is None):
+            raise InvalidInputError("give one of path= (an embedded index folder) or url= (a Qdrant server)")
+        uri = parse_index_uri(f"qdrant:{path}" if path is not None else f"qdrant+{url}")
+        stored = read_fingerprint(uri, collection_name, api_key=api_key)
+        if stored is None:
+            raise IndexNotFoundError(
+                f"no lmk-rag collection {collection_name!r} at {path or url}; create it with "
+                "LMKVectorStore.from_texts(..., path=/url=) or `lmk-rag ingest`"
+            )
+        encoder = LMKEncoder(**stored.encoder_settings())
+        where: dict[str, Any] = {"path": path} if path is not None else {"url": url, "api_key": api_key}
+        return cls(index=QdrantIndex(**where, collection=collection_name, encoder=encoder), search_mode=search_mode)
 
 
 def _new_id() -> str:
