@@ -19,8 +19,9 @@ import numpy as np
 
 from lmk_rag import LMKEncoder
 from lmk_rag.context import ContextRule
-from lmk_rag.eval.contexts import ChunkContexts, LandmarkContexts, TokenBudget, context_metrics
+from lmk_rag.eval.contexts import ChunkContexts, LandmarkContexts, TokenBudget, chunk_spans, context_metrics
 from lmk_rag.eval.domains import domain_tasks, domains_of
+from lmk_rag.eval.sections import read_rst_pages, section_task, short_section_task
 
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -51,7 +52,7 @@ def cached_encoder(encoder: LMKEncoder, cache: Path, tag: str) -> LMKEncoder:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--task", default="domains:dev")
+    p.add_argument("--task", default="domains:dev", help="domains:SPLIT, sections, sections-short; join with +")
     p.add_argument("--budgets", default="256,512,1024")
     p.add_argument("--widths", default="2,4,8")
     p.add_argument("--lexical", default="0,0.3,0.5")
@@ -62,6 +63,7 @@ def main() -> None:
     p.add_argument("--chunks", default="tokens:128,tokens:256,langchain,llamaindex")
     p.add_argument("--out", required=True)
     p.add_argument("--cache", default=".cache/context-sweep", help="encodings kept between runs")
+    p.add_argument("--encode-only", action="store_true", help="only fill the cache")
     args = p.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     lmk = cached_encoder(LMKEncoder(device="cpu", show_progress=False), Path(args.cache), "lmk-v4")
@@ -69,9 +71,25 @@ def main() -> None:
         LMKEncoder(BASE, pooling="mean", granularity=None, device="cpu", show_progress=False), Path(args.cache), "base"
     )
     budget = TokenBudget(lmk)
-    kind, _, which = args.task.partition(":")
     count = lambda xs: lmk.tokenize(xs).n_tokens
-    tasks = domain_tasks(domains_of(which), count, short=kind == "domains-short")
+    tasks = []
+    for spec in args.task.split("+"):
+        if spec in ("sections", "sections-short"):
+            pages = read_rst_pages(None, split="eval")
+            tasks.append(section_task(pages, count) if spec == "sections" else short_section_task(pages, count))
+        else:
+            kind, _, which = spec.partition(":")
+            tasks += domain_tasks(domains_of(which), count, short=kind == "domains-short")
+    if args.encode_only:  # warm the cache: every encoding the rows need, no contexts built
+        for task in tasks:
+            for chunker in args.chunks.split(","):
+                spans = chunk_spans(chunker, task, base)
+                base.encode([task.doc_texts[d][a:b] for d, a, b in spans])
+            base.encode_query(task.query_texts)
+            lmk.encode_multi(task.doc_texts)
+            lmk.encode_query(task.query_texts)
+            print(f"encoded {task.name}", flush=True)
+        return
     rules = {
         f"w{w}-lex{lx}-rank{r}-snap{s}": ContextRule(width=w, lexical_weight=lx, rank_weight=r, snap_chars=s)
         for w, lx, r, s in itertools.product(
