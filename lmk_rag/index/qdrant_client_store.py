@@ -111,6 +111,22 @@ def _check_existing(params: Any, cluster: dict[str, Any], collection: str) -> No
             )
 
 
+def _check_layout(params: Any, collection: str) -> None:
+    """Refuse a collection lmk-rag did not create: it needs named vectors ``pooled`` and
+    ``landmarks`` (a multivector); say what the collection has instead and what to do."""
+    vectors = params.vectors
+    names = sorted(vectors) if isinstance(vectors, dict) else []
+    landmarks = vectors.get(LANDMARKS) if isinstance(vectors, dict) else None
+    if POOLED in names and getattr(landmarks, "multivector_config", None) is not None:
+        return
+    found = f"named vectors {names}" if names else f"one unnamed vector of size {getattr(vectors, 'size', '?')}"
+    raise IncompatibleIndexError(
+        f"collection {collection!r} was not created by lmk-rag: it has {found}, where lmk-rag needs "
+        f"'{POOLED}' and a '{LANDMARKS}' multivector; give another collection name (lmk-rag creates it), "
+        "or copy its documents' text into one"
+    )
+
+
 class ClientStore:
     """One collection through a ``QdrantClient``."""
 
@@ -151,6 +167,7 @@ class ClientStore:
                 **cluster,
             )
         info = client.get_collection(collection)
+        _check_layout(info.config.params, collection)
         _check_existing(info.config.params, cluster, collection)
         sparse = info.config.params.sparse_vectors or {}
         # Collections written before BM25 was part of the layout have no sparse vector: no hybrid there.

@@ -103,3 +103,18 @@ def test_only_server_indexes_can_be_reopened_elsewhere(tmp_path, base_encoder):
     assert idx.reopen_spec() is None
     idx.close()
     assert QdrantIndex(location=":memory:", encoder=base_encoder).reopen_spec() is None
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_collection_lmk_rag_did_not_create_is_refused_with_what_it_has(named, base_encoder):
+    from qdrant_client import QdrantClient, models
+
+    from lmk_rag.errors import IncompatibleIndexError
+    from lmk_rag.index import QdrantIndex
+
+    client = QdrantClient(location=":memory:")
+    plain = models.VectorParams(size=384, distance=models.Distance.COSINE)
+    client.create_collection("docs", vectors_config={"text": plain} if named else plain)
+    found = "named vectors \\['text'\\]" if named else "one unnamed vector of size 384"
+    with pytest.raises(IncompatibleIndexError, match=f"'docs' was not created by lmk-rag: it has {found}"):
+        QdrantIndex(client=client, collection="docs", encoder=base_encoder)
