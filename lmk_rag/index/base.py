@@ -347,6 +347,16 @@ class MultiVectorIndex(ABC):
         with self._backend():
             return self._get(items)
 
+    def get_encoded(self, ids: Sequence[str]) -> list[tuple[StoredDocument, MultiVector]]:
+        """Stored documents with their stored vectors (pooled, landmarks, spans), for the ids that
+        exist, in the order asked: what diversity (MMR) and re-ranking over documents read."""
+        items = id_list(ids)
+        if not items:
+            return []
+        with self._backend():
+            found = {doc.id: (doc, mv) for doc, mv in self._get_encoded(items)}
+        return [found[i] for i in items if i in found]
+
     def delete(self, ids: Sequence[str]) -> None:
         """Remove documents and all their landmarks; missing ids are not an error."""
         items = id_list(ids)
@@ -415,6 +425,9 @@ class MultiVectorIndex(ABC):
 
     @abstractmethod
     def _get(self, ids: list[str]) -> list[StoredDocument]: ...
+
+    @abstractmethod
+    def _get_encoded(self, ids: list[str]) -> list[tuple[StoredDocument, MultiVector]]: ...
 
     @abstractmethod
     def _delete(self, ids: list[str]) -> None: ...

@@ -256,9 +256,17 @@ class ChromaIndex(MultiVectorIndex):
     def _scan(self, offset: Any, limit: int) -> tuple[list[tuple[StoredDocument, MultiVector]], Any]:
         start = int(offset or 0)
         got = self.docs.get(limit=limit, offset=start, include=["documents", "metadatas", "embeddings"])
+        out = self._encoded_rows(got)
+        return out, (start + len(out) if out and len(out) == limit else None)
+
+    def _get_encoded(self, ids: list[str]) -> list[tuple[StoredDocument, MultiVector]]:
+        return self._encoded_rows(self.docs.get(ids=ids, include=["documents", "metadatas", "embeddings"]))
+
+    def _encoded_rows(self, got: Any) -> list[tuple[StoredDocument, MultiVector]]:
+        """Documents rows (text, metadata, pooled vector) with their live landmark rows."""
         ids = list(got["ids"])
         if not ids:
-            return [], None
+            return []
         generations = {doc_id: meta["_lmk_gen"] for doc_id, meta in zip(ids, got["metadatas"])}
         per_doc = self._landmark_vectors(generations, self.encoder.dimension)
         out = []
@@ -269,7 +277,7 @@ class ChromaIndex(MultiVectorIndex):
             # Token counts are kept since copies became possible; older rows have none (0).
             tokens = int(meta.get("_lmk_tokens", 0))
             out.append((doc, MultiVector(np.asarray(pooled, dtype=np.float32), vectors, spans, tokens)))
-        return out, (start + len(ids) if len(ids) == limit else None)
+        return out
 
     def _search(
         self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None

@@ -202,6 +202,10 @@ class QdrantIndex(MultiVectorIndex):
         by_id = {p["doc_id"]: document_of(p) for p, _, _ in self.store.retrieve([point_id(i) for i in ids], False)}
         return [by_id[i] for i in ids if i in by_id]
 
+    def _get_encoded(self, ids: list[str]) -> list[tuple[StoredDocument, MultiVector]]:
+        records = self.store.retrieve([point_id(i) for i in ids], True)
+        return [(document_of(p), multivector_of(p, pooled, lms)) for p, pooled, lms in records]
+
     def _ids(self) -> list[str]:
         out: list[str] = []
         offset = None

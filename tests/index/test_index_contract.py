@@ -158,3 +158,13 @@ def test_context_filters_counts_with_the_users_counter_and_handles_edges(index, 
         index.context("tides", 64, token_counter=lambda s: 1 // 0)
     index.delete(NAMES)
     assert index.context("tides", 512) == []
+
+
+def test_get_encoded_returns_the_stored_vectors_in_the_order_asked(index):
+    fresh = index.encoder.encode_multi([TEXTS[NAMES.index("tides.md")]])[0]
+    found = index.get_encoded(["tides.md", "missing", "sourdough.md"])
+    assert [doc.id for doc, _ in found] == ["tides.md", "sourdough.md"]
+    doc, mv = found[0]
+    assert doc.text == TEXTS[NAMES.index("tides.md")] and mv.spans == fresh.spans
+    assert np.allclose(mv.vectors, fresh.vectors, atol=1e-3) and np.allclose(mv.pooled, fresh.pooled, atol=1e-3)
+    assert index.get_encoded([]) == []

@@ -171,3 +171,24 @@ def test_from_texts_at_a_path_reopens_with_from_existing_collection_and_searches
         LMKVectorStore.from_existing_collection("other", path=folder)
     with pytest.raises(ValueError, match="one of path="):
         LMKVectorStore.from_existing_collection("notes")
+
+
+def test_mmr_picks_relevant_and_diverse_documents_and_checks_its_arguments():
+    idx = _sample_index()
+    idx.add(
+        ["Spring tides come at new and full moon, when the Sun and Moon pull together."],
+        ids=["tides-copy"],
+        metadatas=[{"source": "copy"}],
+    )
+    store = LMKVectorStore(index=idx)
+    plain = [d.id for d in store.similarity_search("spring tides and the moon", k=2)]
+    diverse = [d.id for d in store.max_marginal_relevance_search("spring tides and the moon", k=2, lambda_mult=0.1)]
+    assert set(plain) == {"tides.md", "tides-copy"} and len(diverse) == 2 and not set(diverse) <= set(plain)
+    via_retriever = store.as_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 5}).invoke("tides")
+    assert len(via_retriever) == 2 and via_retriever[0].page_content
+    q = idx.encoder.encode_query("sourdough").tolist()
+    assert store.max_marginal_relevance_search_by_vector(q, k=1)[0].id == "sourdough.md"
+    with pytest.raises(ValueError, match=r"fetch_k \(2\) must be at least k \(3\)"):
+        store.max_marginal_relevance_search("tides", k=3, fetch_k=2)
+    with pytest.raises(ValueError, match="lambda_mult"):
+        store.max_marginal_relevance_search("tides", lambda_mult=2)

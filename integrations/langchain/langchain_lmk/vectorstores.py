@@ -109,6 +109,66 @@ class LMKVectorStore(VectorStore):
         )
         return [hit_to_passage(h) for h in hits]
 
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Whole documents, relevant and diverse: the ``fetch_k`` best by the index's search, then
+        maximal marginal relevance over their stored pooled vectors (LangChain's own MMR)."""
+        query_vector = self.index.encoder.encode_query(query)
+        return self._mmr(query, query_vector, k, fetch_k, lambda_mult, filter, kwargs)
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """:meth:`max_marginal_relevance_search` for a query vector made by this index's encoder."""
+        return self._mmr(None, np.asarray(embedding, dtype=np.float32), k, fetch_k, lambda_mult, filter, kwargs)
+
+    def _mmr(
+        self,
+        query: str | None,
+        query_vector: np.ndarray,
+        k: int,
+        fetch_k: int,
+        lambda_mult: float,
+        filter: dict | None,
+        kwargs: dict[str, Any],
+    ) -> list[Document]:
+        from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
+        for name, value in (("k", k), ("fetch_k", fetch_k)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive int, got {value!r}")
+        if fetch_k < k:
+            raise InvalidInputError(f"fetch_k ({fetch_k}) must be at least k ({k}): MMR picks k of the fetch_k best")
+        if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)) or not 0 <= lambda_mult <= 1:
+            raise InvalidInputError(f"lambda_mult must be a number in [0, 1], got {lambda_mult!r}")
+        mode = kwargs.get("search_mode", self.search_mode)
+        if query is not None:
+            hits = self.index.search(query, k=fetch_k, filter=filter, mode=mode)
+        else:
+            hits = self.index.search_by_vector(query_vector, k=fetch_k, filter=filter, mode=mode)
+        encoded = self.index.get_encoded([h.id for h in hits])
+        if not encoded:
+            return []
+        pooled = np.stack([mv.pooled for _, mv in encoded])
+        chosen = maximal_marginal_relevance(query_vector, list(pooled), lambda_mult=lambda_mult, k=k)
+        return [
+            Document(id=encoded[i][0].id, page_content=encoded[i][0].text, metadata=dict(encoded[i][0].metadata))
+            for i in chosen
+        ]
+
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
     ) -> list[Document]:
