@@ -25,10 +25,34 @@ def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path
             f"{str(folder)!r} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it"
         )
     target = folder.resolve()
+    if exists and overwrite and folder.is_dir() and any(folder.iterdir()):
+        _check_replaceable(folder, target)
     for source in protected:
         source = source.resolve()
         if target == source or target in source.parents:
             raise InvalidInputError(f"{str(folder)!r} holds {what or 'a source'} ({source}); write somewhere else")
+
+
+# Files that mark a folder as a model folder (lmk-rag's, Hugging Face's, sentence-transformers'):
+# the only non-empty folders ``overwrite`` replaces.
+MODEL_MARKERS = ("lmk_config.json", "config.json", "modules.json", "config_sentence_transformers.json")
+
+
+def _check_replaceable(folder: Path, target: Path) -> None:
+    """``overwrite`` replaces a model folder written before, nothing else: never the working
+    directory or a folder above it, and never a folder without a model's files (an index, a
+    project, a home directory)."""
+    cwd = Path.cwd().resolve()
+    if target == cwd or target in cwd.parents:
+        raise InvalidInputError(
+            f"{str(folder)!r} is the working directory or a folder above it; --overwrite replaces a model "
+            "folder written before, so give the model folder itself (e.g. out/my-model)"
+        )
+    if not any((folder / name).is_file() for name in MODEL_MARKERS):
+        raise InvalidInputError(
+            f"{str(folder)!r} is not a model folder (it has none of {', '.join(MODEL_MARKERS)}), so "
+            "--overwrite will not replace it: give a new or empty folder, or remove this one yourself"
+        )
 
 
 def _umask() -> int:

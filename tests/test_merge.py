@@ -206,8 +206,21 @@ def test_models_that_cannot_merge_are_refused(tmp_path, two_adapters, tiny_bert_
     with pytest.raises(ValueError, match="not an empty folder"):
         merge_lmk_folders([a, b], [0.5, 0.5], taken)
     assert (taken / "keep.txt").read_text() == "mine"
-    assert merge_lmk_folders([a, b], [0.5, 0.5], taken, overwrite=True) == taken
-    assert not (taken / "keep.txt").exists()
+    with pytest.raises(ValueError, match=r"is not a model folder .*--overwrite will not replace it"):
+        merge_lmk_folders([a, b], [0.5, 0.5], taken, overwrite=True)  # a folder of one's own files is kept
+    assert (taken / "keep.txt").read_text() == "mine"
+    blend = merge_lmk_folders([a, b], [0.5, 0.5], tmp_path / "blend")
+    assert merge_lmk_folders([a, b], [0.7, 0.3], blend, overwrite=True) == blend  # a model folder is replaced
+    cwd = os.getcwd()
+    try:
+        os.chdir(blend)
+        with pytest.raises(ValueError, match="working directory or a folder above it"):
+            merge_lmk_folders([a, b], [0.5, 0.5], Path("."), overwrite=True)
+        with pytest.raises(ValueError, match="working directory or a folder above it"):
+            merge_lmk_folders([a, b], [0.5, 0.5], blend.parent, overwrite=True)
+    finally:
+        os.chdir(cwd)
+    assert (blend / "lmk_config.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging left
     with pytest.raises(ValueError, match="holds a model being merged"):
         merge_lmk_folders([a, b], [0.5, 0.5], a, overwrite=True)
