@@ -278,9 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument(
         "--mode",
         default=None,
-        choices=("prefetch", "maxsim", "pooled", "hybrid"),
-        help="qdrant: prefetch (default: pooled HNSW candidates, exact MaxSim rerank), maxsim (exact), pooled, "
-        "hybrid (BM25 + MaxSim); chroma: maxsim (default) or pooled",
+        choices=("hybrid", "prefetch", "maxsim", "pooled"),
+        help="qdrant: hybrid (default: BM25 and MaxSim candidates fused), prefetch (pooled HNSW candidates, exact "
+        "MaxSim rerank), maxsim (exact), pooled; chroma: maxsim (default) or pooled",
     )
     se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
     se.add_argument(

@@ -134,8 +134,10 @@ _STOPWORDS = frozenset(
         "your",
     ]
 )
-# A sentence ends at . ! ? (closing quotes or brackets may follow) before whitespace, or at a line break.
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+|\n\s*")
+# A sentence ends at . ! ? (closing quotes or brackets may follow) before whitespace, or at a blank
+# line (a paragraph's end). A single line break is not a boundary: hard-wrapped text (Markdown, reST,
+# plain text at 80 columns) breaks lines inside sentences.
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+|\n[ \t]*\n\s*")
 
 
 def check_max_tokens(max_tokens: Any) -> int:
@@ -207,7 +209,7 @@ def build_context(
             used += cost[d][j]
             priority[d][j] = value
     regions = _assemble(docs, spans, covered, priority, rule)
-    return _fit(regions, docs, spans, max_tokens, count_tokens)
+    return _fit(regions, docs, spans, max_tokens, count_tokens, rule.snap_chars)
 
 
 # ---------------------------------------------------------------------- scores
@@ -389,6 +391,7 @@ def _fit(
     spans: list[np.ndarray],
     max_tokens: int,
     count_tokens: BatchCounter,
+    reach: int,
 ) -> list[Passage]:
     """Exact token counts; regions kept best first while they fit. The first that does not loses
     its lowest-scoring edge landmarks until it fits (a single landmark left is clipped), and
@@ -404,7 +407,7 @@ def _fit(
             out.append(Passage(c.id, (g.start, g.end), c.text[g.start : g.end], g.score, n, dict(c.metadata)))
             left -= n
             continue
-        trimmed = _trim(g, c.text, spans[g.doc], left, count_tokens)
+        trimmed = _trim(g, c.text, spans[g.doc], left, count_tokens, reach)
         if trimmed is not None:
             start, end, n = trimmed
             out.append(Passage(c.id, (start, end), c.text[start:end], g.score, n, dict(c.metadata)))
@@ -413,14 +416,17 @@ def _fit(
 
 
 def _trim(
-    g: _Region, text: str, spans: np.ndarray, budget: int, count_tokens: BatchCounter
+    g: _Region, text: str, spans: np.ndarray, budget: int, count_tokens: BatchCounter, reach: int
 ) -> tuple[int, int, int] | None:
     """``g`` cut down to ``budget`` tokens: edge landmarks of lower score dropped first, then the
     last one clipped. Returns (start, end, tokens), or None when nothing fits."""
     lo, hi, start, end = g.lo, g.hi, g.start, g.end
     while hi > lo:
-        if count_tokens([text[start:end]])[0] <= budget:
-            return start, end, count_tokens([text[start:end]])[0]
+        # The cut end snapped to a sentence boundary inside what was chosen, else the landmark's own.
+        for a, b in dict.fromkeys([_snap(text, start, end, g.start, g.end, reach), (start, end)]):
+            n = count_tokens([text[a:b]])[0]
+            if n <= budget:
+                return a, b, n
         if g.values[lo] < g.values[hi]:  # ties keep the beginning
             lo += 1
             start = int(spans[lo, 0])

@@ -237,7 +237,7 @@ class LandmarkContexts:
             raise InvalidInputError(f"ranking must be maxsim or hybrid, got {ranking!r}")
         self.encoder, self.budget, self.k, self.ranking = encoder, budget, k, ranking
         self.rules = rules or {"": DEFAULT_RULE}
-        self.name = f"lmk-context{'-hybrid' if ranking == 'hybrid' else ''}"
+        self.name = "lmk-context" if ranking == "hybrid" else "lmk-context-maxsim"  # hybrid: the index's default
         self._encoded: dict[str, Any] = {}
 
     def encode(self, task: RetrievalTask) -> Any:
@@ -298,12 +298,13 @@ def context_rows(
     encoder: LMKEncoder,
     chunk_encoder: LMKEncoder,
     *,
-    ranking: str = "maxsim",
+    ranking: str = "hybrid",
     progress: bool = True,
 ) -> list[Any]:
     """``lmk-rag eval --context-tokens``: per task, one row per context method with the
     ``ctxB_recall`` / ``ctxB_hit`` / ``ctxB_full`` metrics of every budget B. Chunk rows use
-    ``chunk_encoder`` (chunk-then-embed with a plain model); the builder row, ``encoder``."""
+    ``chunk_encoder`` (chunk-then-embed with a plain model); the builder row, ``encoder``, from the
+    ``ranking`` the Qdrant index uses by default (``hybrid``: BM25 + MaxSim)."""
     from tqdm.auto import tqdm
 
     from .runner import EvalRow

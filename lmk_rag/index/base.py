@@ -252,11 +252,13 @@ class MultiVectorIndex(ABC):
                 self._upsert(doc_ids, items, metas, list(multis))
         return doc_ids
 
-    def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str) -> str:
-        """Validate the search arguments; returns the mode to run (None: the backend's default)."""
+    def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str, text: bool = True) -> str:
+        """Validate the search arguments; returns the mode to run (None: the backend's default,
+        :attr:`default_mode`, or :attr:`vector_default_mode` for a query given as a vector)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InvalidInputError(f"k must be a positive int, got {k!r}")
-        mode = self.default_mode if mode is None else mode
+        if mode is None:
+            mode = self.default_mode if text else self.vector_default_mode
         if mode == "hybrid" and mode not in self.modes:
             raise InvalidInputError(
                 f"mode='hybrid' needs BM25 sparse vectors, which {type(self).__name__} does not store; "
@@ -302,8 +304,8 @@ class MultiVectorIndex(ABC):
         passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """Like :meth:`search` for a query vector already encoded by this index's encoder
-        (not ``hybrid``, which needs the query's text)."""
-        mode = self._check_search(k, mode, neighbours, passage)
+        (not ``hybrid``, which needs the query's text: the default is :attr:`vector_default_mode`)."""
+        mode = self._check_search(k, mode, neighbours, passage, text=False)
         vector = np.asarray(q, dtype=np.float32)
         if vector.shape != (self.encoder.dimension,) or not np.isfinite(vector).all():
             raise InvalidInputError(
@@ -404,6 +406,8 @@ class MultiVectorIndex(ABC):
     # ---------------------------------------------------------------- backend hooks
     modes: tuple[str, ...] = SEARCH_MODES
     default_mode: str = "maxsim"
+    #: The default for a query given as a vector (``hybrid`` needs the text).
+    vector_default_mode: str = "maxsim"
     #: The embedded store's folder (None for a server or memory): ingest never reads inside it.
     folder: Path | None = None
 

@@ -57,8 +57,15 @@ class QdrantIndex(MultiVectorIndex):
     ``"rrf"``) and ``hybrid_weight`` (BM25's share in ``weighted``) shape ``mode="hybrid"``.
     """
 
-    modes = ("prefetch", "maxsim", "pooled", "hybrid")
-    default_mode = "prefetch"
+    modes = ("hybrid", "prefetch", "maxsim", "pooled")
+    vector_default_mode = "prefetch"
+
+    @property
+    def default_mode(self) -> str:  # type: ignore[override]
+        """``hybrid`` (BM25 + MaxSim; chosen on the dev domains: nDCG@10 0.909 vs 0.877 for
+        ``prefetch``, passage hit@1 0.363 vs 0.336), or ``prefetch`` on a collection written before
+        BM25 vectors were part of the layout."""
+        return "hybrid" if self.store.bm25 else "prefetch"
 
     def __init__(
         self,

@@ -35,16 +35,20 @@ def all_vectors(index) -> dict[str, tuple]:
     return {doc.id: (doc, mv) for batch in index.scan(3) for doc, mv in batch}
 
 
-def test_embedded_index_is_an_edge_shard_and_prefetch_is_the_default(tmp_path, base_encoder):
+def test_embedded_index_is_an_edge_shard_and_hybrid_is_the_default(tmp_path, base_encoder):
     idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
     try:
         assert (tmp_path / "idx" / "lmk" / "edge_config.json").is_file()
         meta = json.loads((tmp_path / "idx" / "lmk.lmk.json").read_text())
         assert meta["fingerprint"]["model"] == base_encoder.fingerprint.model and meta["quantization"] is None
-        assert idx.default_mode == "prefetch" and idx.modes[0] == "prefetch"
+        assert idx.default_mode == "hybrid" and idx.modes[0] == "hybrid" and idx.vector_default_mode == "prefetch"
         for query in QUERIES:
-            default = idx.search(query, k=3)
+            default = idx.search(query, k=3, mode="prefetch")
             exact = idx.search(query, k=3, mode="maxsim")
+            hybrid = idx.search(query, k=3)
+            assert [h.id for h in hybrid] == [h.id for h in idx.search(query, k=3, mode="hybrid")]
+            by_vector = idx.search_by_vector(idx.encoder.encode_query(query), k=3)  # prefetch: no text for BM25
+            assert [h.id for h in by_vector] == [h.id for h in default]
             # With every document among the candidates, prefetch + rerank is exact MaxSim.
             assert [h.id for h in default] == [h.id for h in exact]
             assert np.allclose([h.score for h in default], [h.score for h in exact], atol=1e-5)
