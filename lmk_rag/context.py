@@ -185,7 +185,7 @@ def build_context(
     spans = [_spans_of(c) for c in docs]
     scores = _landmark_scores(query, docs, spans, rule)
     # Approximate tokens per landmark from the document's characters per token (counted once per
-    # document, on its first landmarks): exact counts are taken on the passages chosen.
+    # document, on its first two landmarks): exact counts are taken on the passages chosen.
     per_char = _tokens_per_char(docs, spans, count_tokens)
     cost = [np.maximum(1.0, (s[:, 1] - s[:, 0]) * r) for s, r in zip(spans, per_char)]
     seeds = _seed_order(docs, scores, rule)
@@ -279,7 +279,7 @@ def _bm25_per_landmark(
 
 
 def _tokens_per_char(docs: Sequence[Candidate], spans: list[np.ndarray], count_tokens: BatchCounter) -> list[float]:
-    samples = [c.text[: max(int(s[min(len(s), 8) - 1, 1]), 1)] for c, s in zip(docs, spans)]
+    samples = [c.text[: max(int(s[min(len(s), 2) - 1, 1]), 1)] for c, s in zip(docs, spans)]
     counts = count_tokens(samples)
     return [max(n, 1) / max(len(t), 1) for n, t in zip(counts, samples)]
 
