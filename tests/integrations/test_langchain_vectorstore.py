@@ -72,12 +72,28 @@ class TestLMKRetrieverPassages(TestLMKRetrieverDocuments):
 
 
 class TestLMKRetrieverContext(TestLMKRetrieverDocuments):
-    """The default: the token-budgeted context, at most k passages (the suite asks for exactly k,
-    which a 512-token budget over the sample corpus holds)."""
+    """The default: the token-budgeted context. Its passages number what the budget holds, at most
+    k, so the two tests asking for exactly k are marked as the suite documents for retrievers that
+    do not return a set number of results; the others run unmodified."""
 
     @property
     def retriever_constructor_params(self) -> dict:
         return {"index": _sample_index(), "k": 3}
+
+    @pytest.mark.xfail(reason="a context holds at most k passages, as many as its token budget holds")
+    def test_k_constructor_param(self) -> None:
+        super().test_k_constructor_param()
+
+    @pytest.mark.xfail(reason="a context holds at most k passages, as many as its token budget holds")
+    def test_invoke_with_k_kwarg(self, retriever) -> None:
+        super().test_invoke_with_k_kwarg(retriever)
+
+
+def test_the_context_retriever_returns_at_most_k_passages_within_the_budget():
+    retriever = LMKRetriever(index=_sample_index(), k=2, max_tokens=300)
+    docs = retriever.invoke("How long do solar inverters last?")
+    assert 1 <= len(docs) <= 2 and sum(d.metadata["tokens"] for d in docs) <= 300
+    assert len(retriever.invoke("tides", k=1)) == 1
 
 
 def test_passage_mode_returns_the_matched_passage_with_parent_and_span():
