@@ -14,13 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "research" / "scripts"))
 
-from context_sweep import BASE, cached_encoder  # noqa: E402
+from context_sweep import BASE, build_tasks, cached_encoder  # noqa: E402
 
 from lmk_rag import LMKEncoder  # noqa: E402
 from lmk_rag.eval.contexts import context_rows  # noqa: E402
-from lmk_rag.eval.domains import domain_tasks, domains_of  # noqa: E402
 from lmk_rag.eval.report import write_report  # noqa: E402
-from lmk_rag.eval.sections import read_rst_pages, section_task, short_section_task  # noqa: E402
 from lmk_rag.eval.significance import compare_to_baseline  # noqa: E402
 
 
@@ -38,15 +36,7 @@ def main() -> None:
     base = cached_encoder(
         LMKEncoder(BASE, pooling="mean", granularity=None, device="cpu", show_progress=False), cache, "base"
     )
-    count = lambda xs: lmk.tokenize(xs).n_tokens
-    tasks = []
-    for spec in args.task.split("+"):
-        if spec in ("sections", "sections-short"):
-            pages = read_rst_pages(None, split="eval")
-            tasks.append(section_task(pages, count) if spec == "sections" else short_section_task(pages, count))
-        else:
-            kind, _, which = spec.partition(":")
-            tasks += domain_tasks(domains_of(which), count, short=kind == "domains-short")
+    tasks = build_tasks(args.task, lambda xs: lmk.tokenize(xs).n_tokens)
     budgets = [int(b) for b in args.budgets.split(",")]
     rows = context_rows(tasks, budgets, lmk, base, ranking=args.ranking, progress=False)
     baseline = args.baseline

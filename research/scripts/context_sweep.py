@@ -50,6 +50,19 @@ def cached_encoder(encoder: LMKEncoder, cache: Path, tag: str) -> LMKEncoder:
     return encoder
 
 
+def build_tasks(specs: str, count) -> list:
+    """Tasks named ``domains:SPLIT``, ``domains-short:SPLIT``, ``sections`` or ``sections-short``, joined by +."""
+    tasks = []
+    for spec in specs.split("+"):
+        if spec in ("sections", "sections-short"):
+            pages = read_rst_pages(None, split="eval")
+            tasks.append(section_task(pages, count) if spec == "sections" else short_section_task(pages, count))
+        else:
+            kind, _, which = spec.partition(":")
+            tasks += domain_tasks(domains_of(which), count, short=kind == "domains-short")
+    return tasks
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--task", default="domains:dev", help="domains:SPLIT, sections, sections-short; join with +")
@@ -71,15 +84,7 @@ def main() -> None:
         LMKEncoder(BASE, pooling="mean", granularity=None, device="cpu", show_progress=False), Path(args.cache), "base"
     )
     budget = TokenBudget(lmk)
-    count = lambda xs: lmk.tokenize(xs).n_tokens
-    tasks = []
-    for spec in args.task.split("+"):
-        if spec in ("sections", "sections-short"):
-            pages = read_rst_pages(None, split="eval")
-            tasks.append(section_task(pages, count) if spec == "sections" else short_section_task(pages, count))
-        else:
-            kind, _, which = spec.partition(":")
-            tasks += domain_tasks(domains_of(which), count, short=kind == "domains-short")
+    tasks = build_tasks(args.task, lambda xs: lmk.tokenize(xs).n_tokens)
     if args.encode_only:  # warm the cache: every encoding the rows need, no contexts built
         for task in tasks:
             for chunker in args.chunks.split(","):

@@ -12,6 +12,8 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from lmk_rag import LMKEncoder
 from lmk_rag.passages import context
 
+from .documents import passage_metadata
+
 
 class LMKContextCompressor(BaseDocumentCompressor):
     """Keep your store (Chroma, pgvector, BM25, ...) and hand the LLM landmark passages: the
@@ -57,13 +59,6 @@ class LMKContextCompressor(BaseDocumentCompressor):
         for p in passages:
             source = docs[int(p.id)]
             parent = source.id if source.id is not None else p.id
-            meta = {
-                **source.metadata,
-                "parent_id": parent,
-                "span_start": p.span[0],
-                "span_end": p.span[1],
-                "score": p.score,
-                "tokens": p.tokens,
-            }
+            meta = passage_metadata(source.metadata, parent, p.span, score=p.score, tokens=p.tokens)
             out.append(Document(id=f"{parent}:{p.span[0]}-{p.span[1]}", page_content=p.text, metadata=meta))
         return out

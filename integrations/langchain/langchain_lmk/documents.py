@@ -13,28 +13,19 @@ def hit_to_document(hit: Hit) -> Document:
     return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
 
 
+def passage_metadata(metadata: dict, parent: str, span: tuple[int, int], **extra: object) -> dict:
+    """A passage's metadata: its document's, plus ``parent_id``, ``span_start`` / ``span_end``
+    (characters in the parent's text) and ``extra`` (score, landmark, tokens)."""
+    return {**metadata, "parent_id": parent, "span_start": span[0], "span_end": span[1], **extra}
+
+
 def hit_to_passage(hit: Hit) -> Document:
     """The matched passage as content; parent id, span, landmark and score in metadata."""
-    meta = {
-        **hit.metadata,
-        "parent_id": hit.id,
-        "span_start": hit.span[0],
-        "span_end": hit.span[1],
-        "landmark": hit.landmark,
-        "score": hit.score,
-    }
+    meta = passage_metadata(hit.metadata, hit.id, hit.span, landmark=hit.landmark, score=hit.score)
     return Document(id=f"{hit.id}#{hit.landmark}", page_content=hit.passage, metadata=meta)
 
 
 def passage_to_document(passage: Passage) -> Document:
-    """A context passage as content: the document's metadata plus ``parent_id``, ``span_start`` /
-    ``span_end`` (characters in the parent's text), ``score`` and ``tokens``."""
-    meta = {
-        **passage.metadata,
-        "parent_id": passage.id,
-        "span_start": passage.span[0],
-        "span_end": passage.span[1],
-        "score": passage.score,
-        "tokens": passage.tokens,
-    }
+    """A context passage as content, metadata by :func:`passage_metadata` with ``score`` and ``tokens``."""
+    meta = passage_metadata(passage.metadata, passage.id, passage.span, score=passage.score, tokens=passage.tokens)
     return Document(id=f"{passage.id}:{passage.span[0]}-{passage.span[1]}", page_content=passage.text, metadata=meta)
