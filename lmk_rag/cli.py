@@ -507,7 +507,8 @@ def _open(args: argparse.Namespace, must_exist: bool) -> Any:
     stored = read_fingerprint(uri)
     if stored is None and must_exist:
         raise IndexNotFoundError(
-            f"no lmk-rag index at {args.index}; build one with: lmk-rag ingest PATH --index {args.index}"
+            f"no lmk-rag index at {redact_uri(args.index)}; build one with: lmk-rag ingest PATH --index "
+            f"{redact_uri(args.index)}"
         )
     settings = stored.encoder_settings() if stored is not None else {}
     given = encoder_options(args)
@@ -691,7 +692,11 @@ def run_info(args: argparse.Namespace) -> int:
 
     index = _open(args, must_exist=True)
     try:
-        data = {"index": args.index, "documents": len(index), "fingerprint": index.encoder.fingerprint.to_dict()}
+        data = {
+            "index": redact_uri(args.index),
+            "documents": len(index),
+            "fingerprint": index.encoder.fingerprint.to_dict(),
+        }
         if hasattr(index, "landmarks") and hasattr(index.landmarks, "count"):
             data["landmark_rows"] = index.landmarks.count()
     finally:

@@ -95,3 +95,12 @@ def test_search_context_prints_the_passages_for_an_llm_within_the_budget(tmp_pat
     assert all(texts[p["id"]][p["span"][0] : p["span"][1]] == p["text"] for p in data)
     bad = run_cli("search", "tides", "--index", index, "--context", "0")
     assert bad.returncode == 2 and "max_tokens must be a positive int" in bad.stderr
+
+
+def test_credentials_in_an_index_uri_are_never_printed():
+    from lmk_rag.cli import redact_uri
+
+    assert redact_uri("chroma+http://alice:s3cret@db.example:8000") == "chroma+http://db.example:8000"
+    assert redact_uri("qdrant:./lmk_index") == "qdrant:./lmk_index"
+    out = run_cli("search", "x", "--index", "chroma+http://alice:s3cret@127.0.0.1:1")
+    assert out.returncode == 2 and "s3cret" not in out.stdout + out.stderr
