@@ -93,7 +93,10 @@ def test_llama_index_model_name_is_the_model_loaded():
 
     assert LMKEmbedding(device="cpu").model_name == SHIPPED_ADAPTER_NAME
     assert LMKEmbedding(model=BASE, device="cpu").model_name == BASE
-    assert LMKEmbedding(device="cpu", model_name="mine").model_name == "mine"
+    # A name that is not the model loaded is never echoed: model_name loads that model, or fails.
+    assert LMKEmbedding(model_name=BASE, device="cpu").model_name == BASE
+    with pytest.raises(OSError, match="mine"):
+        LMKEmbedding(device="cpu", model_name="mine")
 
 
 # ---------------------------------------------------------------- fingerprints
