@@ -320,3 +320,25 @@ def test_errors_are_one_hierarchy():
     for cls in (InvalidInputError, InvalidTypeError, ModelLoadError, IndexUnavailableError):
         assert issubclass(cls, LMKError)
     assert issubclass(InvalidInputError, ValueError) and issubclass(InvalidTypeError, TypeError)
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_and_the_others_are_ingested(tmp_path):
+    """Linux file names are bytes: one that is not UTF-8 cannot be a document id. It is listed as
+    ignored with the fix, and the rest of the folder is ingested (it used to abort the run)."""
+    import os
+
+    from lmk_rag.ingest import discover
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.md").write_text("Tides follow the moon.")
+    try:
+        with open(os.path.join(os.fsencode(folder), b"caf\xe9.md"), "w") as f:
+            f.write("Latin-1 named file.")
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    found = discover([folder])
+    assert [i for i, _ in found.files] == ["good.md"]
+    assert found.ignored == {
+        "caf\\xe9.md": "its name is not valid UTF-8 (document ids are text); rename the file to ingest it"
+    }
