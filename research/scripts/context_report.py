@@ -26,7 +26,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--task", required=True, help="domains:SPLIT, sections, sections-short; join with +")
     p.add_argument("--budgets", default="256,512,1024")
-    p.add_argument("--ranking", default="hybrid", choices=["maxsim", "hybrid"], help="the builder row's ranking (default: the index's, hybrid)")
+    p.add_argument(
+        "--ranking",
+        default="hybrid",
+        choices=["maxsim", "hybrid"],
+        help="the builder row's ranking (default: the index's, hybrid)",
+    )
     p.add_argument("--baseline", default=None)
     p.add_argument("--cache", default=str(ROOT / ".cache" / "context-sweep"))
     p.add_argument("--out", required=True)
