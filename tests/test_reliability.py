@@ -342,3 +342,58 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_the_others_are_ingested(tm
     assert found.ignored == {
         "caf\\xe9.md": "its name is not valid UTF-8 (document ids are text); rename the file to ingest it"
     }
+
+
+def test_a_tilde_in_an_index_path_is_the_home_folder(tmp_path, monkeypatch):
+    from lmk_rag.index.uri import parse_index_uri
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert parse_index_uri("qdrant:~/idx").path == str(tmp_path / "home" / "idx")
+    assert parse_index_uri("chroma:~/c").path == str(tmp_path / "home" / "c")
+    from lmk_rag import LMKEncoder
+    from lmk_rag.index import QdrantIndex
+
+    monkeypatch.chdir(tmp_path)
+    idx = QdrantIndex(path="~/idx", encoder=LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu"))
+    idx.close()
+    assert (tmp_path / "home" / "idx").is_dir() and not (tmp_path / "~").exists()
+
+
+def test_a_qdrant_server_that_refuses_the_api_key_is_one_line(tmp_path, monkeypatch):
+    """A server answering 401 (no or wrong API key): the command line says so in one line, exit 2,
+    and sends QDRANT_API_KEY when it is set."""
+    import http.server
+    import threading
+
+    from tests.cli_runner import run_cli
+
+    seen: list[str | None] = []
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def _refuse(self) -> None:
+            seen.append(self.headers.get("api-key"))
+            body = b'{"status": {"error": "Must provide an API key"}}'
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = _refuse
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = f"qdrant+http://127.0.0.1:{server.server_address[1]}"
+        monkeypatch.setenv("QDRANT_API_KEY", "wrong-key")
+        for args in (["search", "x", "--index", uri], ["info", "--index", uri]):
+            out = run_cli(*args)
+            assert out.returncode == 2, out.stderr
+            assert "refused the request (401 Unauthorized)" in out.stderr and "QDRANT_API_KEY" in out.stderr
+            assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        assert "wrong-key" in seen
+    finally:
+        server.shutdown()

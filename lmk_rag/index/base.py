@@ -30,7 +30,7 @@ from ..context import (
     user_counter,
 )
 from ..encoder import LMKEncoder, check_texts
-from ..errors import IncompatibleIndexError, InvalidInputError, InvalidTypeError, LMKError
+from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from ..types import Fingerprint, MultiVector
 
@@ -183,11 +183,17 @@ class MultiVectorIndex(ABC):
             raise InvalidTypeError(f"encoder must be an LMKEncoder, got {type(self.encoder).__name__}")
         # One index object may be shared by threads: backend calls go one at a time (encoding does not).
         self._lock = threading.RLock()
+        self._closed = False
 
     @contextmanager
     def _backend(self) -> Iterator[None]:
         """One backend call at a time; a store that stops answering becomes one clear error."""
         with self._lock:
+            if self._closed:
+                raise IndexUnavailableError(
+                    f"this {type(self).__name__} was closed; open the index again to use it "
+                    "(or use it inside `with ...:` and close it once, at the end)"
+                )
             try:
                 yield
             except LMKError:
@@ -394,8 +400,10 @@ class MultiVectorIndex(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:  # noqa: B027 - a no-op by default: only some backends hold resources
-        """Release the backend's client or folder lock (a no-op where nothing is held)."""
+    def close(self) -> None:
+        """Release the backend's client or folder lock; the index cannot be used after (closing
+        twice is fine)."""
+        self._closed = True
 
     def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
         """How another process opens this same store: ("qdrant" | "chroma", constructor arguments

@@ -124,6 +124,8 @@ class ChromaIndex(MultiVectorIndex):
         if path is not None and host is not None:
             raise InvalidInputError("give path= (embedded) or host=/port= (server), not both")
         super().__init__(encoder)
+        if path is not None:
+            path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.where = f"{'https' if ssl else 'http'}://{host}:{port}" if host is not None else str(path or DEFAULT_PATH)
         self._server = {"host": host, "port": port, "ssl": ssl} if host is not None and client is None else None
         self.folder = Path(path or DEFAULT_PATH) if host is None and client is None else None

@@ -25,7 +25,7 @@ from ..errors import IndexUnavailableError, InvalidInputError, MissingDependency
 from ..types import Fingerprint, MultiVector
 from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors
 from .fusion import check_fusion, fuse
-from .qdrant_client_store import ClientStore, check_cluster_options, is_connection_error, open_local_mode
+from .qdrant_client_store import ClientStore, auth_error, check_cluster_options, is_connection_error, open_local_mode
 from .qdrant_layout import (
     LANDMARKS,
     Found,
@@ -120,6 +120,8 @@ class QdrantIndex(MultiVectorIndex):
         self._count_cache: tuple[float, int] | None = None
         embedded = all(x is None for x in (location, url, local_path, client))
         given_client = client is not None
+        if path is not None:
+            path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.folder = Path(path or DEFAULT_PATH) if embedded else None
         self.where = url or location or str(local_path or path or DEFAULT_PATH)
         if embedded:
@@ -143,6 +145,10 @@ class QdrantIndex(MultiVectorIndex):
             try:
                 self.store = ClientStore(client, collection, self.encoder.dimension, quantization, cluster)
             except Exception as exc:
+                refused = auth_error(exc, url) if url is not None else None
+                if refused is not None:
+                    client.close()
+                    raise refused from exc
                 if url is not None and is_connection_error(exc):
                     client.close()
                     raise IndexUnavailableError(
@@ -171,6 +177,9 @@ class QdrantIndex(MultiVectorIndex):
         return "qdrant", {"url": self._url, "api_key": self._api_key, "collection": self.collection}
 
     def _translate_error(self, exc: Exception) -> Exception:
+        refused = auth_error(exc, self.where)
+        if refused is not None:
+            return refused
         if is_connection_error(exc):
             return IndexUnavailableError(f"lost the Qdrant server at {self.where} ({exc}); start it and run again")
         return exc
@@ -178,7 +187,9 @@ class QdrantIndex(MultiVectorIndex):
     def close(self) -> None:
         """Flush, build the indexes new data has grown into (embedded) and release the folder."""
         with self._lock:
-            self.store.close()
+            if not self._closed:
+                self.store.close()
+            super().close()
 
     def optimize(self) -> None:
         """Build HNSW and payload indexes now (embedded; a server does it on its own)."""

@@ -87,6 +87,18 @@ def is_connection_error(exc: BaseException) -> bool:
     return False
 
 
+def auth_error(exc: BaseException, url: str | None) -> IndexUnavailableError | None:
+    """The one-line error for a server that refused the API key (HTTP 401 / 403), else None."""
+    status = getattr(exc, "status_code", None)
+    if status not in (401, 403):
+        return None
+    reason = "Unauthorized" if status == 401 else "Forbidden"
+    return IndexUnavailableError(
+        f"the Qdrant server at {url} refused the request ({status} {reason}): "
+        "give its API key (QDRANT_API_KEY for the command line, api_key= in Python)"
+    )
+
+
 def _quantization(quantization: str | None) -> Any:
     from qdrant_client import models
 

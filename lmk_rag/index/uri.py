@@ -79,7 +79,7 @@ def parse_index_uri(uri: str) -> IndexURI:
         backend, path = uri.split(":", 1)
         if not path:
             raise InvalidInputError(f"index URI {uri!r} has no path; use {URI_HELP}")
-        return IndexURI(backend, path=path)
+        return IndexURI(backend, path=os.path.expanduser(path))
     if "://" in uri or (":" in uri.split("/")[0] and len(uri.split(":")[0]) > 1):
         raise InvalidInputError(f"unknown index URI {uri!r}; use {URI_HELP}")
     return IndexURI("qdrant", path=uri)
@@ -136,13 +136,16 @@ def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None
     if uri.backend in ("qdrant", "qdrant-local"):
         from qdrant_client import QdrantClient
 
-        from .qdrant_client_store import is_connection_error, open_local_mode, stored_fingerprint
+        from .qdrant_client_store import auth_error, is_connection_error, open_local_mode, stored_fingerprint
 
         key = api_key or os.environ.get("QDRANT_API_KEY") or None
         qdrant = open_local_mode(Path(uri.path)) if uri.path else QdrantClient(url=uri.url, api_key=key)
         try:
             return stored_fingerprint(qdrant, collection)
         except Exception as exc:
+            refused = auth_error(exc, uri.url) if uri.url else None
+            if refused is not None:
+                raise refused from exc
             if uri.url and is_connection_error(exc):
                 raise IndexUnavailableError(
                     f"cannot reach the Qdrant server at {uri.url} ({exc}); start it, or check the URL"

@@ -168,3 +168,13 @@ def test_get_encoded_returns_the_stored_vectors_in_the_order_asked(index):
     assert doc.text == TEXTS[NAMES.index("tides.md")] and mv.spans == fresh.spans
     assert np.allclose(mv.vectors, fresh.vectors, atol=1e-3) and np.allclose(mv.pooled, fresh.pooled, atol=1e-3)
     assert index.get_encoded([]) == []
+
+
+def test_an_index_used_after_close_says_so(make_index):
+    idx = make_index()
+    idx.add(["Spring tides come at new and full moon."], ids=["tides"])
+    idx.close()
+    idx.close()  # twice is fine
+    for use in (lambda: idx.search("tides"), lambda: len(idx), lambda: idx.get(["tides"]), lambda: idx.context("x")):
+        with pytest.raises(RuntimeError, match="was closed; open the index again"):
+            use()
