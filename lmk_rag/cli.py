@@ -667,6 +667,10 @@ def run_copy(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise InvalidInputError(f"--batch must be a positive number, got {args.batch}")
     source_uri, dest_uri = parse_index_uri(args.source), parse_index_uri(args.dest)
+    if _same_store(source_uri, dest_uri):
+        raise InvalidInputError(
+            f"SOURCE and DEST are the same index ({redact_uri(args.source)}); copy into another folder or server"
+        )
     stored = read_fingerprint(source_uri)
     if stored is None:
         raise IndexNotFoundError(f"no lmk-rag index at {args.source}")
@@ -685,6 +689,15 @@ def run_copy(args: argparse.Namespace) -> int:
         source.close()
     print(f"copied {copied} documents from {args.source} to {args.dest} ({total} documents there)")
     return 0
+
+
+def _same_store(a: Any, b: Any) -> bool:
+    """Two URIs that name one store (the same folder, however written, or the same server)."""
+    if a.path is not None and b.path is not None:
+        return a.backend.split("-")[0] == b.backend.split("-")[0] and Path(a.path).resolve() == Path(b.path).resolve()
+    return (
+        a.path is None and b.path is None and (a.backend, a.url, a.host, a.port) == (b.backend, b.url, b.host, b.port)
+    )
 
 
 def run_info(args: argparse.Namespace) -> int:

@@ -104,3 +104,10 @@ def test_credentials_in_an_index_uri_are_never_printed():
     assert redact_uri("qdrant:./lmk_index") == "qdrant:./lmk_index"
     out = run_cli("search", "x", "--index", "chroma+http://alice:s3cret@127.0.0.1:1")
     assert out.returncode == 2 and "s3cret" not in out.stdout + out.stderr
+
+
+def test_copy_onto_itself_is_refused_before_anything_opens(tmp_path):
+    folder = tmp_path / "idx"
+    out = run_cli("copy", f"qdrant:{folder}", f"qdrant:{tmp_path}/./idx")
+    assert out.returncode == 2 and "SOURCE and DEST are the same index" in out.stderr
+    assert not folder.exists()
