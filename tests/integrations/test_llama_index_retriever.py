@@ -87,3 +87,24 @@ def test_the_postprocessor_cuts_any_retrievers_nodes_to_landmark_passages():
     for n in nodes:
         source = n.node.relationships[NodeRelationship.SOURCE].node_id
         assert by_id[source][n.node.start_char_idx : n.node.end_char_idx] == n.node.get_content()
+
+
+def test_ingesting_the_same_files_again_replaces_them():
+    """SimpleDirectoryReader without filename_as_id gives random ids; the index uses the file path
+    (as filename_as_id would), so a second ingest of the same folder adds nothing."""
+    idx = QdrantIndex(location=":memory:", encoder=LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu"))
+    first = ingest_documents(idx, SimpleDirectoryReader(str(CORPUS)).load_data())
+    again = ingest_documents(idx, SimpleDirectoryReader(str(CORPUS)).load_data())
+    assert first == again and len(idx) == 5
+    assert sorted(first) == sorted(str(p) for p in CORPUS.glob("*.md"))
+    named = SimpleDirectoryReader(str(CORPUS), filename_as_id=True).load_data()
+    assert ingest_documents(idx, named) == [d.doc_id for d in named] and len(idx) == 5
+
+
+def test_parts_of_one_file_get_the_ids_filename_as_id_gives():
+    from llama_index.core import Document
+    from llama_index.retrievers.lmk.base import stable_ids
+
+    pages = [Document(text=f"page {i}", metadata={"file_path": "/d/a.pdf"}) for i in range(2)]
+    own = Document(text="x", id_="mine", metadata={"file_path": "/d/b.md"})
+    assert stable_ids([*pages, own]) == ["/d/a.pdf_part_0", "/d/a.pdf_part_1", "mine"]

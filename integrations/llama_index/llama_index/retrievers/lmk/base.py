@@ -18,10 +18,43 @@ RETRIEVER_MODES = ("context", "passage")
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
-    """Add LlamaIndex ``Document`` objects whole (id = ``doc_id``, metadata kept)."""
-    return index.add(
-        [d.text for d in documents], ids=[d.doc_id for d in documents], metadatas=[dict(d.metadata) for d in documents]
-    )
+    """Add LlamaIndex ``Document`` objects whole (metadata kept), so that ingesting the same files
+    again replaces them instead of adding copies: a document's id is its ``doc_id``, except a random
+    one (what ``SimpleDirectoryReader`` gives without ``filename_as_id``) on a document that knows its
+    ``file_path``, which takes the id ``filename_as_id=True`` would give (the path; ``path_part_N``
+    for the parts of one file)."""
+    ids = stable_ids(documents)
+    return index.add([d.text for d in documents], ids=ids, metadatas=[dict(d.metadata) for d in documents])
+
+
+def stable_ids(documents: Sequence[Document]) -> list[str]:
+    """Each document's id for the index (see :func:`ingest_documents`)."""
+    paths = [d.metadata.get("file_path") if _random_id(d.doc_id) else None for d in documents]
+    parts: dict[str, int] = {}
+    for p in paths:
+        if isinstance(p, str) and p:
+            parts[p] = parts.get(p, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for d, p in zip(documents, paths):
+        if not isinstance(p, str) or not p:
+            out.append(d.doc_id)
+        elif parts[p] == 1:
+            out.append(p)
+        else:
+            out.append(f"{p}_part_{seen.get(p, 0)}")
+            seen[p] = seen.get(p, 0) + 1
+    return out
+
+
+def _random_id(doc_id: str) -> bool:
+    """True for the uuid4 LlamaIndex gives a document that was not named."""
+    import uuid
+
+    try:
+        return uuid.UUID(doc_id).version == 4
+    except ValueError:
+        return False
 
 
 def hit_to_node(hit: Hit) -> NodeWithScore:
