@@ -70,6 +70,20 @@ class Candidate(Protocol):
 
 
 @dataclass(frozen=True)
+class ScoredDocument:
+    """A :class:`Candidate` made without an index: a document, its ranking score, its landmarks'
+    character spans and the query's similarity to each (what an index :class:`~lmk_rag.index.Hit`
+    carries)."""
+
+    id: str
+    score: float
+    text: str
+    landmark_spans: tuple[tuple[int, int], ...]
+    landmark_scores: np.ndarray | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ContextRule:
     """How passages grow from landmark scores (see the module docstring)."""
 
@@ -92,7 +106,6 @@ class ContextRule:
 DEFAULT_RULE = ContextRule()
 #: Documents searched for a context when ``k`` is not given.
 CONTEXT_DOCUMENTS = 10
-TokenCounter = Callable[[str], int]
 BatchCounter = Callable[[list[str]], list[int]]
 
 _WORD = re.compile(r"\w+")
@@ -169,16 +182,24 @@ def user_counter(counter: Any) -> BatchCounter:
     return count
 
 
+def token_counter_of(encoder: Any, token_counter: Callable[[str], int] | None) -> BatchCounter:
+    """The budget's counter: the user's ``str -> int`` (checked, see :func:`user_counter`), else the
+    encoder's tokenizer (``encoder.count_tokens``)."""
+    return user_counter(token_counter) if token_counter is not None else encoder.count_tokens
+
+
 def build_context(
     query: str,
     candidates: Sequence[Candidate],
     max_tokens: int,
     count_tokens: BatchCounter,
-    rule: ContextRule = DEFAULT_RULE,
+    rule: ContextRule | None = None,
 ) -> list[Passage]:
     """The passages, best first, that the candidates' landmark scores select within ``max_tokens``
-    (their token counts, by ``count_tokens``, sum to at most ``max_tokens``)."""
+    (their token counts, by ``count_tokens``, sum to at most ``max_tokens``); ``rule`` defaults to
+    :data:`DEFAULT_RULE`."""
     check_max_tokens(max_tokens)
+    rule = DEFAULT_RULE if rule is None else rule
     docs = [c for c in candidates if c.text and c.text.strip()]
     if not docs:
         return []
@@ -198,7 +219,7 @@ def build_context(
             break
         if covered[d][i]:
             continue
-        lo, hi = _grow(scores[d], covered[d], i, rule.width)
+        lo, hi = _grow(scores[d], i, rule.width)
         # Take the region's landmarks, nearest the seed first, while the estimated budget lasts
         # (the very first seed is taken whatever its size: it is clipped to the budget at the end).
         take = [j for j in _by_closeness(lo, hi, i) if not covered[d][j]]
@@ -299,7 +320,7 @@ def _seed_order(docs: Sequence[Candidate], scores: list[np.ndarray], rule: Conte
     return items
 
 
-def _grow(scores: np.ndarray, covered: np.ndarray, seed: int, width: int) -> tuple[int, int]:
+def _grow(scores: np.ndarray, seed: int, width: int) -> tuple[int, int]:
     """Landmarks [lo, hi] around ``seed``, grown one at a time toward the better neighbour, until
     ``width`` landmarks (already covered ones count: the region merges with them)."""
     lo = hi = seed

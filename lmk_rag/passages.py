@@ -82,9 +82,8 @@ def context(
     the passages, best first, for ``query`` within ``max_tokens`` from documents ``texts`` encoded by
     ``encoder.encode_multi`` (``encoded``), ranked by MaxSim. ``ids`` name the documents (default
     their positions as str)."""
-    from .context import CONTEXT_DOCUMENTS, DEFAULT_RULE, build_context, check_max_tokens, user_counter
+    from .context import CONTEXT_DOCUMENTS, ScoredDocument, build_context, check_max_tokens, token_counter_of
     from .encoder import check_texts
-    from .index.base import PassageRequest, StoredDocument, hit_from_vectors, id_list
 
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be str, got {type(query).__name__}")
@@ -92,21 +91,19 @@ def context(
     items = check_texts(texts)
     if len(encoded) != len(items):
         raise InvalidInputError(f"encoded has {len(encoded)} entries for {len(items)} texts; encode each text once")
-    names = [str(i) for i in range(len(items))] if ids is None else id_list(ids)
+    names = [str(i) for i in range(len(items))] if ids is None else check_texts(ids, "ids")
+    if any(not name for name in names):
+        raise InvalidInputError("ids must be non-empty str")
     if len(names) != len(items):
         raise InvalidInputError(f"ids has {len(names)} entries for {len(items)} texts")
     count = CONTEXT_DOCUMENTS if k is None else k
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise InvalidInputError(f"k must be a positive int, got {k!r}")
     q = encoder.encode_query(query)
-    scores = np.array([float((m.vectors @ q).max()) if len(m.vectors) else -1.0 for m in encoded])
-    top = np.argsort(-scores, kind="stable")[:count]
-    request = PassageRequest("region", 0)
-    hits = [
-        hit_from_vectors(
-            StoredDocument(names[i], items[i], {}, list(encoded[i].spans)), scores[i], q, encoded[i].vectors, request
-        )
-        for i in top
+    sims = [m.vectors @ q for m in encoded]
+    scores = np.array([float(s.max()) if len(s) else -1.0 for s in sims])  # MaxSim
+    candidates = [
+        ScoredDocument(names[i], float(scores[i]), items[i], tuple(encoded[i].spans), sims[i])
+        for i in np.argsort(-scores, kind="stable")[:count]
     ]
-    counter = user_counter(token_counter) if token_counter is not None else encoder.count_tokens
-    return build_context(query, hits, budget, counter, DEFAULT_RULE if rule is None else rule)
+    return build_context(query, candidates, budget, token_counter_of(encoder, token_counter), rule)

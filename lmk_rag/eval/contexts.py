@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..context import DEFAULT_RULE, ContextRule, build_context
+from ..context import DEFAULT_RULE, ContextRule, ScoredDocument, build_context
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..index.fusion import fuse
@@ -156,8 +156,7 @@ class TokenBudget:
     def count(self, text: str) -> int:
         n = self._cache.get(text)
         if n is None:
-            n = len(self.encoder._text_tokenizer.encode(text, add_special_tokens=False).ids)
-            self._cache[text] = n
+            n = self._cache[text] = self.encoder.count_tokens([text])[0]
         return n
 
     def counts(self, texts: list[str]) -> list[int]:
@@ -209,16 +208,6 @@ class ChunkContexts:
 
 
 # ---------------------------------------------------------------------- lmk-rag's builder
-@dataclass(frozen=True)
-class _Candidate:
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any]
-    landmark_spans: tuple[tuple[int, int], ...]
-    landmark_scores: np.ndarray | None
-
-
 class LandmarkContexts:
     """The context builder over a task's landmark vectors: documents ranked by MaxSim (or
     ``hybrid``: BM25 and MaxSim fused as the Qdrant index does), the top ``k`` handed to
@@ -275,13 +264,8 @@ class LandmarkContexts:
             for qi, query in enumerate(task.query_texts):
                 top = np.argsort(-scores[qi], kind="stable")[: self.k]
                 candidates = [
-                    _Candidate(
-                        str(d),
-                        float(scores[qi, d]),
-                        task.doc_texts[d],
-                        {},
-                        tuple(multi[d].spans),
-                        multi[d].vectors @ q[qi],
+                    ScoredDocument(
+                        str(d), float(scores[qi, d]), task.doc_texts[d], tuple(multi[d].spans), multi[d].vectors @ q[qi]
                     )
                     for d in top
                 ]

@@ -20,15 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..context import (
-    CONTEXT_DOCUMENTS,
-    DEFAULT_RULE,
-    ContextRule,
-    Passage,
-    build_context,
-    check_max_tokens,
-    user_counter,
-)
+from ..context import CONTEXT_DOCUMENTS, ContextRule, Passage, build_context, check_max_tokens, token_counter_of
 from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
@@ -340,12 +332,10 @@ class MultiVectorIndex(ABC):
         the stored text, the ``text``, a ``score`` and its ``tokens``. Tokens are counted by the
         encoder's tokenizer, or by ``token_counter`` (``str -> int``, e.g. your LLM's tokenizer);
         their sum never exceeds ``max_tokens``. An empty index gives an empty list."""
-        if not isinstance(query, str):
-            raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
-        budget = check_max_tokens(max_tokens)
-        counter = user_counter(token_counter) if token_counter is not None else self.encoder.count_tokens
+        budget = check_max_tokens(max_tokens)  # before the query is encoded
+        counter = token_counter_of(self.encoder, token_counter)
         hits = self.search(query, k=CONTEXT_DOCUMENTS if k is None else k, filter=where, mode=mode, passage="region")
-        return build_context(query, hits, budget, counter, DEFAULT_RULE if rule is None else rule)
+        return build_context(query, hits, budget, counter, rule)
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
         """Stored documents for the ids that exist, in the order asked."""
