@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from langchain_core.documents import Document
 
-from lmk_rag.context import Passage
-from lmk_rag.index import Hit
+from lmk_rag.context import CONTEXT_DOCUMENTS, Passage
+from lmk_rag.index import Hit, MultiVectorIndex, StoredDocument
 
 
-def hit_to_document(hit: Hit) -> Document:
-    """The whole document, its metadata unchanged."""
+def hit_to_document(hit: Hit | StoredDocument) -> Document:
+    """The whole document (of a hit, or as stored), its metadata unchanged."""
     return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
 
 
@@ -29,3 +29,18 @@ def passage_to_document(passage: Passage) -> Document:
     """A context passage as content, metadata by :func:`passage_metadata` with ``score`` and ``tokens``."""
     meta = passage_metadata(passage.metadata, passage.id, passage.span, score=passage.score, tokens=passage.tokens)
     return Document(id=f"{passage.id}:{passage.span[0]}-{passage.span[1]}", page_content=passage.text, metadata=meta)
+
+
+def context_documents(
+    index: MultiVectorIndex,
+    query: str,
+    *,
+    k: int,
+    max_tokens: int,
+    filter: dict | None,
+    mode: str | None,
+) -> list[Document]:
+    """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``,
+    from the ``max(k, CONTEXT_DOCUMENTS)`` best documents (what both LangChain retrievers return)."""
+    passages = index.context(query, max_tokens, k=max(k, CONTEXT_DOCUMENTS), where=filter, mode=mode)
+    return [passage_to_document(p) for p in passages[:k]]

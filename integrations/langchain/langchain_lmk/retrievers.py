@@ -9,11 +9,10 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from lmk_rag.context import CONTEXT_DOCUMENTS
 from lmk_rag.index import MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
-from .documents import hit_to_document, hit_to_passage, passage_to_document
+from .documents import context_documents, hit_to_document, hit_to_passage
 
 
 class LMKRetriever(BaseRetriever):
@@ -54,14 +53,14 @@ class LMKRetriever(BaseRetriever):
     ) -> list[Document]:
         k = kwargs.get("k", self.k)
         if self.mode == "context":
-            passages = self.index.context(
+            return context_documents(
+                self.index,
                 query,
-                kwargs.get("max_tokens", self.max_tokens),
-                k=max(k, CONTEXT_DOCUMENTS),
-                where=kwargs.get("filter", self.filter),
+                k=k,
+                max_tokens=kwargs.get("max_tokens", self.max_tokens),
+                filter=kwargs.get("filter", self.filter),
                 mode=self.search_mode,
             )
-            return [passage_to_document(p) for p in passages[:k]]
         hits = self.index.search(
             query,
             k=k,

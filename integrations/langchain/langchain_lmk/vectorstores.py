@@ -11,12 +11,11 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
-from lmk_rag.context import CONTEXT_DOCUMENTS
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
-from .documents import hit_to_document, hit_to_passage, passage_to_document
+from .documents import context_documents, hit_to_document, hit_to_passage
 
 _CONTEXT_KWARGS = ("k", "max_tokens", "filter")
 
@@ -80,7 +79,7 @@ class LMKVectorStore(VectorStore):
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return [Document(id=d.id, page_content=d.text, metadata=dict(d.metadata)) for d in self.index.get(list(ids))]
+        return [hit_to_document(d) for d in self.index.get(list(ids))]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
@@ -164,10 +163,7 @@ class LMKVectorStore(VectorStore):
             return []
         pooled = np.stack([mv.pooled for _, mv in encoded])
         chosen = maximal_marginal_relevance(query_vector, list(pooled), lambda_mult=lambda_mult, k=k)
-        return [
-            Document(id=encoded[i][0].id, page_content=encoded[i][0].text, metadata=dict(encoded[i][0].metadata))
-            for i in chosen
-        ]
+        return [hit_to_document(encoded[i][0]) for i in chosen]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
@@ -284,15 +280,14 @@ class LMKStoreRetriever(VectorStoreRetriever):
         store = self.vectorstore
         if not isinstance(store, LMKVectorStore):
             raise InvalidTypeError(f"LMKStoreRetriever needs an LMKVectorStore, got {type(store).__name__}")
-        k = search.get("k", 4)
-        passages = store.index.context(
+        return context_documents(
+            store.index,
             query,
-            search.get("max_tokens", 512),
-            k=max(k, CONTEXT_DOCUMENTS),
-            where=search.get("filter"),
+            k=search.get("k", 4),
+            max_tokens=search.get("max_tokens", 512),
+            filter=search.get("filter"),
             mode=store.search_mode,
         )
-        return [passage_to_document(p) for p in passages[:k]]
 
 
 def _check_context_kwargs(search: dict[str, Any]) -> None:
