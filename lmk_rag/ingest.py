@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .encoder import find_unencodable
 from .errors import InvalidInputError, PathNotFoundError
 from .index.base import MultiVectorIndex
 
@@ -285,7 +286,7 @@ def discover(
             rel = path.relative_to(root).as_posix()
             if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
                 continue
-            if not _is_utf8(rel):  # a document id must be text: report the file, ingest the others
+            if find_unencodable([rel]) is not None:  # an id must be text: report the file, ingest the others
                 shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
                 ignored[shown] = "its name is not valid UTF-8 (document ids are text); rename the file to ingest it"
                 continue
@@ -295,15 +296,6 @@ def discover(
             elif path.suffix.lower() in wanted:
                 keep(rel, path, str(given))
     return Discovery(sorted(found.items()), ignored)
-
-
-def _is_utf8(name: str) -> bool:
-    """False for a file name whose bytes are not UTF-8 (Python holds them as lone surrogates)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
