@@ -97,6 +97,7 @@ EXAMPLES = {
     "search": """examples:
   lmk-rag search "how do I rotate the keys?" --index qdrant:./lmk_index -k 5
   lmk-rag search "E4711 error" --mode hybrid --json
+  lmk-rag search "release notes" --filter '{"year": {"$gte": 2024}, "lang": {"$in": ["en", "de"]}}'
   lmk-rag search "how do I rotate the keys?" --context 512   # the passages to hand an LLM""",
     "info": """examples:
   lmk-rag info --index qdrant:./lmk_index --json""",
@@ -115,6 +116,23 @@ EXAMPLES = {
   lmk-rag merge my-lmk-model lmk-rag/all-MiniLM-L6-v2-lmk-v4 --weights 0.5,0.5 --output blend
   lmk-rag merge lmk-rag/all-MiniLM-L6-v2-lmk-v4 --weights 0.75 --base-weight 0.25 --output softer""",
 }
+
+
+def _json_filter(text: str) -> Any:
+    """``--filter``: a JSON object, checked before any model loads."""
+    import json
+
+    from .index.filters import parse_filter
+
+    try:
+        where = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f'not JSON ({exc.msg}); give an object such as \'{{"lang": "en"}}\'') from exc
+    try:
+        parse_filter(where)
+    except LMKError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return where
 
 
 def package_version() -> str:
@@ -281,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("hybrid", "prefetch", "maxsim", "pooled"),
         help="qdrant: hybrid (default: BM25 and MaxSim candidates fused), prefetch (pooled HNSW candidates, exact "
         "MaxSim rerank), maxsim (exact), pooled; chroma: maxsim (default) or pooled",
+    )
+    se.add_argument(
+        "--filter",
+        type=_json_filter,
+        default=None,
+        metavar="JSON",
+        help='metadata filter as JSON: {"lang": "en"}, ranges {"year": {"$gte": 2020}}, $in/$nin/$ne, $and/$or '
+        "(see the docs, Concepts: Metadata filters)",
     )
     se.add_argument("--neighbours", type=int, default=1, help="landmarks of context each side of the passage")
     se.add_argument(
@@ -605,7 +631,9 @@ def run_search(args: argparse.Namespace) -> int:
     index = _open(args, must_exist=True)
     try:
         k = 5 if args.k is None else args.k
-        hits = index.search(args.query, k=k, mode=args.mode, neighbours=args.neighbours, passage=args.passage)
+        hits = index.search(
+            args.query, k=k, filter=args.filter, mode=args.mode, neighbours=args.neighbours, passage=args.passage
+        )
     finally:
         index.close()
     if args.json:
@@ -644,7 +672,7 @@ def run_context(args: argparse.Namespace) -> int:
     check_max_tokens(args.context)  # before the model loads
     index = _open(args, must_exist=True)
     try:
-        passages = index.context(args.query, args.context, k=args.k, mode=args.mode)
+        passages = index.context(args.query, args.context, k=args.k, where=args.filter, mode=args.mode)
     finally:
         index.close()
     if args.json:

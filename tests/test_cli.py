@@ -67,6 +67,16 @@ def test_ingest_reingest_update_prune_search_info(tmp_path, docs, scheme):
     peak, region = (json.loads(cli(*chain, "--passage", rule).stdout)[0] for rule in ("peak", "region"))
     assert region == json.loads(cli(*chain).stdout)[0]  # region: the default
     assert region["id"] == peak["id"] == "bicycle_maintenance.md" and region["landmark"] != peak["landmark"]
+    kettle = str((docs / "sub" / "notes.txt").absolute())
+    others = json.loads(cli(*chain, "--filter", json.dumps({"source": {"$ne": kettle}, "bytes": {"$gt": 0}})).stdout)
+    assert others[0]["id"] == "bicycle_maintenance.md"
+    only = json.loads(cli(*chain, "--filter", json.dumps({"source": {"$in": [kettle]}})).stdout)
+    assert [hit["id"] for hit in only] == ["sub/notes.txt"]
+    context = json.loads(cli(*chain[:-1], "--context", "64", "--json", "--filter", f'{{"source": "{kettle}"}}').stdout)
+    assert {p["id"] for p in context} == {"sub/notes.txt"}
+    bad = cli(*chain, "--filter", '{"bytes": {"$like": 3}}')
+    assert bad.returncode == 2 and "unknown operator '$like'; allowed: $eq, $ne" in bad.stderr
+    assert "not JSON" in cli(*chain, "--filter", "{lang: en}").stderr
     info = json.loads(cli("info", "--index", uri, "--json").stdout)
     assert info["documents"] == 5 and info["fingerprint"]["granularity"] == 32
     mismatch = cli("ingest", str(docs), "--index", uri, "--granularity", "64", "--no-progress")

@@ -2,6 +2,7 @@
 
 from .base import SEARCH_MODES, Hit, MultiVectorIndex, StoredDocument
 from .copy import copy_index
+from .filters import FilterArg, parse_filter
 
 
 def __getattr__(name: str):
@@ -17,4 +18,14 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["SEARCH_MODES", "ChromaIndex", "Hit", "MultiVectorIndex", "QdrantIndex", "StoredDocument", "copy_index"]
+__all__ = [
+    "SEARCH_MODES",
+    "ChromaIndex",
+    "FilterArg",
+    "Hit",
+    "MultiVectorIndex",
+    "QdrantIndex",
+    "StoredDocument",
+    "copy_index",
+    "parse_filter",
+]

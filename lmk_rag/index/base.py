@@ -25,12 +25,20 @@ from ..encoder import LMKEncoder, check_texts
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from ..types import Fingerprint, MultiVector
+from .filters import (
+    FILTER_EXAMPLE,
+    METADATA_KEY_RULE,
+    FilterArg,
+    NativeFilter,
+    ParsedFilter,
+    check_int_range,
+    parse_filter,
+    valid_metadata_key,
+)
 
 SEARCH_MODES = ("maxsim", "prefetch", "pooled", "hybrid")
 # Backends that store BM25 vectors, named when another one is asked for mode="hybrid".
 HYBRID_BACKENDS = "QdrantIndex (embedded qdrant:PATH, a server via url=, or memory)"
-# Every backend stores and filters such keys alike (Qdrant quotes them in its JSON paths, where '"' cannot go).
-METADATA_KEY_RULE = "metadata keys must be non-empty str, without '\"', not starting with '_lmk'"
 _ALLOWED_META = (str, int, float, bool)
 
 
@@ -74,7 +82,7 @@ def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> lis
         if not isinstance(meta, Mapping):
             raise InvalidTypeError(f"metadatas[{i}] must be a dict, got {type(meta).__name__}")
         for key, value in meta.items():
-            if not isinstance(key, str) or not key or key.startswith("_lmk") or '"' in key:
+            if not valid_metadata_key(key):
                 raise InvalidInputError(f"metadatas[{i}]: {METADATA_KEY_RULE}, got {key!r}")
             if value is not None and not isinstance(value, _ALLOWED_META):
                 raise InvalidTypeError(
@@ -82,6 +90,8 @@ def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> lis
                 )
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInputError(f"metadatas[{i}][{key!r}] is {value}: stores keep JSON, give a finite number")
+            if isinstance(value, int):
+                check_int_range(value, f"metadatas[{i}][{key!r}]")
         out.append(dict(meta))
     return out
 
@@ -109,20 +119,6 @@ def check_ids(ids: Sequence[str] | None, n: int) -> list[str]:
     if len(set(items)) != len(items):
         raise InvalidInputError("ids contains duplicates; each document needs its own id")
     return items
-
-
-def check_filter(where: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Equality filters on metadata, combined with AND: ``{"lang": "en", "year": 2024}``."""
-    if where is None:
-        return {}
-    if not isinstance(where, Mapping):
-        raise InvalidTypeError(f"filter must be a dict of metadata key -> value, got {type(where).__name__}")
-    for key, value in where.items():
-        if not isinstance(value, _ALLOWED_META):
-            raise InvalidTypeError(
-                f"filter[{key!r}] must be str, int, float or bool (equality), got {type(value).__name__}"
-            )
-    return dict(where)
 
 
 @dataclass(frozen=True)
@@ -250,6 +246,15 @@ class MultiVectorIndex(ABC):
                 self._upsert(doc_ids, items, metas, list(multis))
         return doc_ids
 
+    def _check_filter(self, where: FilterArg) -> ParsedFilter:
+        parsed = parse_filter(where)
+        if isinstance(parsed, NativeFilter) and parsed.backend not in self.native_filters:
+            raise InvalidTypeError(
+                f"a {parsed.backend} filter object runs on a {parsed.backend} index only; give "
+                f"{type(self).__name__} a dict filter such as {FILTER_EXAMPLE}"
+            )
+        return parsed
+
     def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str, text: bool = True) -> str:
         """Validate the search arguments; returns the mode to run (None: the backend's default,
         :attr:`default_mode`, or :attr:`vector_default_mode` for a query given as a vector)."""
@@ -274,7 +279,7 @@ class MultiVectorIndex(ABC):
         query: str,
         k: int = 4,
         *,
-        filter: Mapping[str, Any] | None = None,
+        filter: FilterArg = None,
         mode: str | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
@@ -286,7 +291,7 @@ class MultiVectorIndex(ABC):
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
         mode = self._check_search(k, mode, neighbours, passage)
-        where = check_filter(filter)
+        where = self._check_filter(filter)
         q = self.encoder.encode_query(query)
         with self._backend():
             return self._search(q, k, where, mode, PassageRequest(passage, neighbours), text=query)
@@ -296,7 +301,7 @@ class MultiVectorIndex(ABC):
         q: np.ndarray,
         k: int = 4,
         *,
-        filter: Mapping[str, Any] | None = None,
+        filter: FilterArg = None,
         mode: str | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
@@ -309,7 +314,7 @@ class MultiVectorIndex(ABC):
             raise InvalidInputError(
                 f"q must be a finite vector of shape ({self.encoder.dimension},), got shape {vector.shape}"
             )
-        where = check_filter(filter)
+        where = self._check_filter(filter)
         with self._backend():
             return self._search(vector, k, where, mode, PassageRequest(passage, neighbours))
 
@@ -319,7 +324,7 @@ class MultiVectorIndex(ABC):
         max_tokens: int = 512,
         *,
         k: int | None = None,
-        where: Mapping[str, Any] | None = None,
+        where: FilterArg = None,
         mode: str | None = None,
         token_counter: Callable[[str], int] | None = None,
         rule: ContextRule | None = None,
@@ -406,6 +411,8 @@ class MultiVectorIndex(ABC):
     default_mode: str = "maxsim"
     #: The default for a query given as a vector (``hybrid`` needs the text).
     vector_default_mode: str = "maxsim"
+    # Which backends' own filter objects (:class:`~lmk_rag.index.filters.NativeFilter`) this one runs.
+    native_filters: tuple[str, ...] = ()
     #: The embedded store's folder (None for a server or memory): ingest never reads inside it.
     folder: Path | None = None
 
@@ -417,7 +424,7 @@ class MultiVectorIndex(ABC):
 
     @abstractmethod
     def _search(
-        self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None
+        self, q: np.ndarray, k: int, where: ParsedFilter, mode: str, passage: PassageRequest, text: str | None = None
     ) -> list[Hit]: ...
 
     @abstractmethod

@@ -36,6 +36,7 @@ from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
 from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors, make_hit
+from .filters import NativeFilter, ParsedFilter, to_chroma_where
 
 _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
@@ -82,13 +83,6 @@ def unavailable(exc: Exception, where: str, opening: bool = False) -> Exception:
 
 def _clean(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v is not None}
-
-
-def _where(*clauses: dict[str, Any]) -> dict[str, Any] | None:
-    parts = [c for c in clauses if c]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
 def fingerprint_in(meta: Any) -> Fingerprint | None:
@@ -282,9 +276,10 @@ class ChromaIndex(MultiVectorIndex):
         return out
 
     def _search(
-        self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None
+        self, q: np.ndarray, k: int, where: ParsedFilter, mode: str, passage: PassageRequest, text: str | None = None
     ) -> list[Hit]:
-        user = _where(*({key: value} for key, value in where.items()))
+        assert not isinstance(where, NativeFilter)  # refused by MultiVectorIndex._check_filter
+        user = None if where is None else to_chroma_where(where)
         if mode == "pooled":
             return self._search_pooled(q, k, user, passage)
         total = self.landmarks.count()

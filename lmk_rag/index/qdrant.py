@@ -24,6 +24,7 @@ from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
 from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors
+from .filters import ParsedFilter
 from .fusion import check_fusion, fuse
 from .qdrant_client_store import ClientStore, auth_error, check_cluster_options, is_connection_error, open_local_mode
 from .qdrant_layout import (
@@ -59,6 +60,7 @@ class QdrantIndex(MultiVectorIndex):
 
     modes = ("hybrid", "prefetch", "maxsim", "pooled")
     vector_default_mode = "prefetch"
+    native_filters = ("qdrant",)
 
     @property
     def default_mode(self) -> str:  # type: ignore[override]
@@ -250,7 +252,7 @@ class QdrantIndex(MultiVectorIndex):
         return max(self.prefetch_limit or default_prefetch_limit(k, self._corpus_size()), k)
 
     def _search(
-        self, q: np.ndarray, k: int, where: dict, mode: str, passage: PassageRequest, text: str | None = None
+        self, q: np.ndarray, k: int, where: ParsedFilter, mode: str, passage: PassageRequest, text: str | None = None
     ) -> list[Hit]:
         vector = q.tolist()
         if mode != "hybrid":
@@ -281,7 +283,7 @@ class QdrantIndex(MultiVectorIndex):
         maxsim = {f.id: f.score for f in dense}
         missing = [f.id for f in lexical if f.id not in maxsim]
         if missing:
-            only = Plan("maxsim", len(missing), {}, vector=vector, payload=False, landmarks=False, ids=missing)
+            only = Plan("maxsim", len(missing), None, vector=vector, payload=False, landmarks=False, ids=missing)
             maxsim.update({f.id: f.score for f in self.store.search([only])[0]})
             maxsim.update({i: -1.0 for i in missing if i not in maxsim})
         if not maxsim:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
+from .filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
 from .qdrant_layout import (
     BM25,
     BM25_SETTINGS,
@@ -232,22 +233,21 @@ class ClientStore:
 
         self.client.delete(self.collection, points_selector=models.PointIdsList(points=list(ids)))
 
-    def ensure_field_index(self, key: str, value: Any) -> None:
+    def ensure_field_index(self, key: str, kind: ValueKind) -> None:
+        """A payload index on a metadata key the first time a filter uses it: float for numbers
+        (every number is matched by a range), keyword for str, bool. A key indexed already keeps
+        its index (the engine still checks other kinds of values from the payload)."""
         from qdrant_client import models
 
         path = payload_key(key)
         if not self._payload_indexes or path in self._indexed or path.replace('"', "") in self._indexed:
             return
-        kind = (
-            models.PayloadSchemaType.BOOL
-            if isinstance(value, bool)
-            else models.PayloadSchemaType.INTEGER
-            if isinstance(value, int)
-            else models.PayloadSchemaType.FLOAT
-            if isinstance(value, float)
-            else models.PayloadSchemaType.KEYWORD
-        )
-        self.client.create_payload_index(self.collection, field_name=path, field_schema=kind)
+        schema = {
+            "bool": models.PayloadSchemaType.BOOL,
+            "number": models.PayloadSchemaType.FLOAT,
+            "str": models.PayloadSchemaType.KEYWORD,
+        }[kind]
+        self.client.create_payload_index(self.collection, field_name=path, field_schema=schema)
         self._indexed.add(path)
 
     # ---------------------------------------------------------------- reads
@@ -270,19 +270,14 @@ class ClientStore:
     def count(self) -> int:
         return int(self.client.count(self.collection, exact=True).count)
 
-    def _filter(self, where: dict[str, Any]) -> Any:
-        from qdrant_client import models
-
-        if not where:
+    def _filter(self, where: ParsedFilter) -> Any:
+        if where is None:
             return None
-        conditions: list[Any] = []
-        for key, value in where.items():
-            self.ensure_field_index(key, value)
-            if isinstance(value, float):
-                conditions.append(models.FieldCondition(key=payload_key(key), range=models.Range(gte=value, lte=value)))
-            else:
-                conditions.append(models.FieldCondition(key=payload_key(key), match=models.MatchValue(value=value)))
-        return models.Filter(must=conditions)
+        if isinstance(where, NativeFilter):
+            return where.value
+        for key, kind in field_kinds(where):
+            self.ensure_field_index(key, kind)
+        return to_qdrant_filter(where, _ClientFilters(), payload_key)
 
     def _request(self, plan: Plan) -> Any:
         from qdrant_client import models
@@ -330,3 +325,26 @@ class ClientStore:
 
     def close(self) -> None:
         self.client.close()
+
+
+class _ClientFilters:
+    """qdrant-client's filter classes, for :func:`~lmk_rag.index.filters.to_qdrant_filter`."""
+
+    def __init__(self) -> None:
+        from qdrant_client import models
+
+        self.models = models
+
+    def match(self, key: str, value: str | bool) -> Any:
+        return self.models.FieldCondition(key=key, match=self.models.MatchValue(value=value))
+
+    def match_any(self, key: str, values: list[str]) -> Any:
+        return self.models.FieldCondition(key=key, match=self.models.MatchAny(any=values))
+
+    def range(self, key: str, **bounds: float) -> Any:
+        return self.models.FieldCondition(key=key, range=self.models.Range(**bounds))
+
+    def filter(
+        self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
+    ) -> Any:
+        return self.models.Filter(must=must, should=should, must_not=must_not)

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IncompatibleIndexError, IndexUnavailableError, MissingDependencyError
+from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, MissingDependencyError
 from ..types import Fingerprint
+from .filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
 from .qdrant_layout import (
     BM25,
     BM25_SETTINGS,
@@ -188,22 +189,20 @@ class EdgeStore:
         self.shard.update(_edge().UpdateOperation.delete_points(ids))
         self._wrote = True
 
-    def ensure_field_index(self, key: str, value: Any) -> None:
-        """A payload index on a metadata key the first time a filter uses it (its type from the value)."""
+    def ensure_field_index(self, key: str, kind: ValueKind) -> None:
+        """A payload index on a metadata key the first time a filter uses it: float for numbers
+        (every number is matched by a range), keyword for str, bool. A key indexed already keeps
+        its index (the engine still checks other kinds of values from the payload)."""
         path = payload_key(key)
         if path in self._indexed or path.replace('"', "") in self._indexed:
             return
         e = _edge()
-        kind = (
-            e.PayloadSchemaType.Bool
-            if isinstance(value, bool)
-            else e.PayloadSchemaType.Integer
-            if isinstance(value, int)
-            else e.PayloadSchemaType.Float
-            if isinstance(value, float)
-            else e.PayloadSchemaType.Keyword
-        )
-        self.shard.update(e.UpdateOperation.create_field_index(path, kind))
+        schema = {
+            "bool": e.PayloadSchemaType.Bool,
+            "number": e.PayloadSchemaType.Float,
+            "str": e.PayloadSchemaType.Keyword,
+        }[kind]
+        self.shard.update(e.UpdateOperation.create_field_index(path, schema))
         self._indexed.add(path)
 
     # ---------------------------------------------------------------- reads
@@ -236,21 +235,15 @@ class EdgeStore:
     def count(self) -> int:
         return int(self.shard.count(_edge().CountRequest(exact=True)))
 
-    def _filter(self, where: dict[str, Any]) -> Any:
-        if not where:
+    def _filter(self, where: ParsedFilter) -> Any:
+        if where is None:
             return None
-        e = _edge()
-        conditions = []
-        for key, value in where.items():
-            self.ensure_field_index(key, value)
-            if isinstance(value, float):
-                conditions.append(e.FieldCondition(key=payload_key(key), range=e.RangeFloat(gte=value, lte=value)))
-            elif isinstance(value, bool):
-                # qdrant-edge-py 0.9 reads a Python bool as the int 1/0 (matching nothing); numpy's stays a bool.
-                conditions.append(e.FieldCondition(key=payload_key(key), match=e.MatchValue(np.bool_(value))))
-            else:
-                conditions.append(e.FieldCondition(key=payload_key(key), match=e.MatchValue(value)))
-        return e.Filter(must=conditions)
+        vocab = _EdgeFilters()
+        if isinstance(where, NativeFilter):
+            return from_client_filter(where.value, vocab)
+        for key, kind in field_kinds(where):
+            self.ensure_field_index(key, kind)
+        return to_qdrant_filter(where, vocab, payload_key)
 
     def _request(self, plan: Plan) -> Any:
         e = _edge()
@@ -312,3 +305,58 @@ class EdgeStore:
         finally:
             shard.close()
             self.shard = None
+
+
+class _EdgeFilters:
+    """qdrant-edge-py's filter classes, for :func:`~lmk_rag.index.filters.to_qdrant_filter`."""
+
+    def __init__(self) -> None:
+        self.e = _edge()
+
+    def match(self, key: str, value: str | int | bool) -> Any:
+        # qdrant-edge-py 0.9 reads a Python bool as the int 1/0 (matching nothing); numpy's stays a bool.
+        return self.e.FieldCondition(
+            key=key, match=self.e.MatchValue(np.bool_(value) if isinstance(value, bool) else value)
+        )
+
+    def match_any(self, key: str, values: list[Any]) -> Any:
+        return self.e.FieldCondition(key=key, match=self.e.MatchAny(values))
+
+    def range(self, key: str, **bounds: float) -> Any:
+        return self.e.FieldCondition(key=key, range=self.e.RangeFloat(**bounds))
+
+    def filter(
+        self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
+    ) -> Any:
+        return self.e.Filter(must=must, should=should, must_not=must_not)
+
+
+def from_client_filter(flt: Any, vocab: _EdgeFilters) -> Any:
+    """The embedded store's twin of a qdrant-client ``models.Filter`` (must / should / must_not,
+    nested filters, and field conditions that match a value, any of some values, or a range)."""
+    from qdrant_client import models
+
+    def condition(c: Any) -> Any:
+        if isinstance(c, models.Filter):
+            return from_client_filter(c, vocab)
+        if isinstance(c, models.FieldCondition):
+            if isinstance(c.match, models.MatchValue) and c.range is None:
+                return vocab.match(c.key, c.match.value)
+            if isinstance(c.match, models.MatchAny) and c.range is None:
+                return vocab.match_any(c.key, list(c.match.any))
+            if c.match is None and isinstance(c.range, models.Range):
+                bounds = {b: getattr(c.range, b) for b in ("gt", "gte", "lt", "lte") if getattr(c.range, b) is not None}
+                return vocab.range(c.key, **bounds)
+        raise InvalidInputError(
+            f"the embedded Qdrant store runs Filter(must/should/must_not) of nested Filters and FieldConditions "
+            f"with MatchValue, MatchAny or Range; got {c!r}. Use a dict filter, or a Qdrant server (url=)"
+        )
+
+    def parts(items: Any) -> list[Any] | None:
+        if items is None:
+            return None
+        return [condition(c) for c in (items if isinstance(items, list) else [items])]
+
+    if flt.min_should is not None:
+        raise InvalidInputError("the embedded Qdrant store does not run min_should; use a Qdrant server (url=)")
+    return vocab.filter(must=parts(flt.must), should=parts(flt.should), must_not=parts(flt.must_not))

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InvalidInputError, MissingDependencyError
 from ..types import MultiVector
 from .base import StoredDocument
+from .filters import ParsedFilter
 
 POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
 QUANTIZATIONS = ("int8", "binary")
@@ -137,7 +138,7 @@ class Plan:
 
     kind: str
     limit: int
-    where: dict[str, Any]
+    where: ParsedFilter
     vector: list[float] | None = None
     sparse: tuple[list[int], list[float]] | None = None
     prefetch: int = 0

@@ -208,3 +208,38 @@ def test_mmr_picks_relevant_and_diverse_documents_and_checks_its_arguments():
         store.max_marginal_relevance_search("tides", k=3, fetch_k=2)
     with pytest.raises(ValueError, match="lambda_mult"):
         store.max_marginal_relevance_search("tides", lambda_mult=2)
+
+
+@pytest.mark.parametrize("backend", ["qdrant", "chroma"])
+def test_filters_speak_the_operators_langchain_users_write(backend, tmp_path):
+    """``$in``/``$nin``/ranges/``$or`` on every path of the store and the retrievers; a Qdrant
+    ``models.Filter`` where the backend is Qdrant, refused with a clear message elsewhere."""
+    from qdrant_client import models
+
+    idx = _qdrant() if backend == "qdrant" else _chroma(tmp_path)
+    names = sorted(p.name for p in CORPUS.glob("*.md"))
+    store = LMKVectorStore(index=idx)
+    wanted = {"tides.md", "sourdough.md"}
+    chosen = {"source": {"$in": sorted(wanted)}}
+    idx.add([(CORPUS / n).read_text() for n in names], ids=names, metadatas=[{"source": n} for n in names])
+    assert {d.id for d in store.similarity_search("how things work", k=5, filter=chosen)} == wanted
+    rest = store.similarity_search("how things work", k=5, filter={"source": {"$nin": sorted(wanted)}})
+    assert {d.id for d in rest} == set(names) - wanted
+    q = idx.encoder.encode_query("moon").tolist()
+    assert {d.id for d in store.similarity_search_by_vector(q, k=5, filter=chosen)} == wanted
+    assert {d.id for d in store.max_marginal_relevance_search("moon", k=2, fetch_k=4, filter=chosen)} == wanted
+    context = store.as_retriever(search_kwargs={"filter": {"$or": [{"source": "tides.md"}]}}).invoke("moon")
+    assert context and {d.metadata["parent_id"] for d in context} == {"tides.md"}
+    for mode in ("context", "passage", "document"):
+        found = LMKRetriever(index=idx, mode=mode, k=5, filter=chosen).invoke("bread and the sea")
+        assert {d.metadata.get("parent_id", d.id) for d in found} <= wanted and found
+    native = models.Filter(
+        must=[models.FieldCondition(key="metadata.source", match=models.MatchValue(value="tides.md"))]
+    )
+    if backend == "qdrant":
+        assert [d.id for d in store.similarity_search("bread", k=3, filter=native)] == ["tides.md"]
+    else:
+        with pytest.raises(TypeError, match="runs on a qdrant index only"):
+            store.similarity_search("bread", k=3, filter=native)
+    with pytest.raises(ValueError, match=r"unknown operator '\$regex'"):
+        store.similarity_search("bread", filter={"source": {"$regex": "t.*"}})

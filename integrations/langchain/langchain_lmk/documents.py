@@ -5,7 +5,7 @@ from __future__ import annotations
 from langchain_core.documents import Document
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage
-from lmk_rag.index import Hit, MultiVectorIndex, StoredDocument
+from lmk_rag.index import FilterArg, Hit, MultiVectorIndex, StoredDocument
 
 
 def hit_to_document(hit: Hit | StoredDocument) -> Document:
@@ -37,7 +37,7 @@ def context_documents(
     *,
     k: int,
     max_tokens: int,
-    filter: dict | None,
+    filter: FilterArg,
     mode: str | None,
 ) -> list[Document]:
     """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``,

@@ -46,7 +46,11 @@ class LMKRetriever(BaseRetriever):
         description="Which landmark names the passage: region (whose neighbourhood matches best; the default) "
         "or peak (the single best); see lmk_rag.passages.",
     )
-    filter: dict[str, Any] | None = Field(default=None, description="Metadata equality filter (AND).")
+    filter: Any = Field(
+        default=None,
+        description='Metadata filter: {"lang": "en"}, {"year": {"$gte": 2020}}, $in/$nin/$ne, $and/$or '
+        "(lmk_rag.index.filters), or a Qdrant models.Filter on a Qdrant index.",
+    )
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

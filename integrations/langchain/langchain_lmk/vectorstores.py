@@ -12,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
-from lmk_rag.index import MultiVectorIndex
+from lmk_rag.index import FilterArg, MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .documents import context_documents, hit_to_document, hit_to_passage
@@ -82,12 +82,12 @@ class LMKVectorStore(VectorStore):
         return [hit_to_document(d) for d in self.index.get(list(ids))]
 
     def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any
+        self, query: str, k: int = 4, filter: FilterArg = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         hits = self.index.search(query, k=k, filter=filter, mode=kwargs.get("search_mode", self.search_mode))
         return [(hit_to_document(h), h.score) for h in hits]
 
-    def similarity_search(self, query: str, k: int = 4, filter: dict | None = None, **kwargs: Any) -> list[Document]:
+    def similarity_search(self, query: str, k: int = 4, filter: FilterArg = None, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
     def _select_relevance_score_fn(self):
@@ -97,7 +97,7 @@ class LMKVectorStore(VectorStore):
         self,
         query: str,
         k: int = 4,
-        filter: dict | None = None,
+        filter: FilterArg = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Document]:
@@ -114,7 +114,7 @@ class LMKVectorStore(VectorStore):
         k: int = 4,
         fetch_k: int = 20,
         lambda_mult: float = 0.5,
-        filter: dict | None = None,
+        filter: FilterArg = None,
         **kwargs: Any,
     ) -> list[Document]:
         """Whole documents, relevant and diverse: the ``fetch_k`` best by the index's search, then
@@ -128,7 +128,7 @@ class LMKVectorStore(VectorStore):
         k: int = 4,
         fetch_k: int = 20,
         lambda_mult: float = 0.5,
-        filter: dict | None = None,
+        filter: FilterArg = None,
         **kwargs: Any,
     ) -> list[Document]:
         """:meth:`max_marginal_relevance_search` for a query vector made by this index's encoder."""
@@ -141,7 +141,7 @@ class LMKVectorStore(VectorStore):
         k: int,
         fetch_k: int,
         lambda_mult: float,
-        filter: dict | None,
+        filter: FilterArg,
         kwargs: dict[str, Any],
     ) -> list[Document]:
         from langchain_core.vectorstores.utils import maximal_marginal_relevance
@@ -166,7 +166,7 @@ class LMKVectorStore(VectorStore):
         return [hit_to_document(encoded[i][0]) for i in chosen]
 
     def similarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, filter: dict | None = None, **kwargs: Any
+        self, embedding: list[float], k: int = 4, filter: FilterArg = None, **kwargs: Any
     ) -> list[Document]:
         """Whole documents for a query vector made by this index's encoder (``encode_query``)."""
         hits = self.index.search_by_vector(
