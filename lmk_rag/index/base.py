@@ -380,10 +380,12 @@ class MultiVectorIndex(ABC):
             if offset is None:
                 return
 
-    def ids(self) -> list[str]:
-        """Every document id in the index."""
+    def ids(self, where: FilterArg = None) -> list[str]:
+        """Every document id in the index, or those whose metadata match ``where`` (a filter as in
+        :meth:`search`)."""
+        parsed = self._check_filter(where)
         with self._backend():
-            return self._ids()
+            return self._ids(parsed)
 
     def __len__(self) -> int:
         with self._backend():
@@ -445,4 +447,4 @@ class MultiVectorIndex(ABC):
     def _count(self) -> int: ...
 
     @abstractmethod
-    def _ids(self) -> list[str]: ...
+    def _ids(self, where: ParsedFilter = None) -> list[str]: ...

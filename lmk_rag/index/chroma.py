@@ -243,8 +243,9 @@ class ChromaIndex(MultiVectorIndex):
         docs = self._documents(ids)
         return [docs[i][0] for i in ids if i in docs]
 
-    def _ids(self) -> list[str]:
-        return list(self.docs.get(include=[])["ids"])
+    def _ids(self, where: ParsedFilter = None) -> list[str]:
+        assert not isinstance(where, NativeFilter)  # refused by MultiVectorIndex._check_filter
+        return list(self.docs.get(where=None if where is None else to_chroma_where(where), include=[])["ids"])
 
     def _count(self) -> int:
         return self.docs.count()

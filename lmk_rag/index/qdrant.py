@@ -226,11 +226,11 @@ class QdrantIndex(MultiVectorIndex):
         records = self.store.retrieve([point_id(i) for i in ids], True)
         return [(document_of(p), multivector_of(p, pooled, lms)) for p, pooled, lms in records]
 
-    def _ids(self) -> list[str]:
+    def _ids(self, where: ParsedFilter = None) -> list[str]:
         out: list[str] = []
         offset = None
         while True:
-            records, offset = self.store.scroll(offset, 1000, False)
+            records, offset = self.store.scroll(offset, 1000, False, where)
             out += [p["doc_id"] for p, _, _ in records]
             if offset is None:
                 return out

@@ -257,11 +257,14 @@ class ClientStore:
         )
         return [(p.payload, (p.vector or {}).get(POOLED), (p.vector or {}).get(LANDMARKS)) for p in points]
 
-    def scroll(self, offset: Any, limit: int, with_vectors: bool) -> tuple[list[tuple[dict, Any, Any]], Any]:
+    def scroll(
+        self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
+    ) -> tuple[list[tuple[dict, Any, Any]], Any]:
         points, nxt = self.client.scroll(
             self.collection,
             limit=limit,
             offset=offset,
+            scroll_filter=self._filter(where),
             with_payload=True if with_vectors else ["doc_id"],
             with_vectors=[POOLED, LANDMARKS] if with_vectors else False,
         )

@@ -216,12 +216,15 @@ class EdgeStore:
             out.append((r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
         return out
 
-    def scroll(self, offset: Any, limit: int, with_vectors: bool) -> tuple[list[tuple[dict, Any, Any]], Any]:
+    def scroll(
+        self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
+    ) -> tuple[list[tuple[dict, Any, Any]], Any]:
         e = _edge()
         records, nxt = self.shard.scroll(
             e.ScrollRequest(
                 offset=offset,
                 limit=limit,
+                filter=self._filter(where),
                 with_payload=True if with_vectors else ["doc_id"],
                 with_vector=[POOLED, LANDMARKS] if with_vectors else False,
             )

@@ -87,7 +87,9 @@ def test_every_backend_gives_the_reference_answer(catalogue):
         for mode in catalogue.modes:
             found = {h.id for h in catalogue.search("catalogue notes", k=10, filter=where, mode=mode)}
             assert found == expected, (where, mode)
+        assert set(catalogue.ids(where)) == expected, where
     assert {p.id for p in catalogue.context("catalogue", 256, where={"lang": {"$in": ["de"]}})} == {"b", "e"}
+    assert sorted(catalogue.ids()) == sorted(DOCS)
 
 
 def test_filters_are_parsed_into_one_tree():
@@ -138,6 +140,7 @@ def test_a_qdrant_filter_object_runs_on_qdrant_and_is_refused_elsewhere(catalogu
     assert isinstance(parse_filter(where), NativeFilter)
     if make_index.kind.startswith("qdrant"):
         assert {h.id for h in catalogue.search("catalogue", k=10, filter=where)} == {"a", "c"}
+        assert set(catalogue.ids(where)) == {"a", "c"}
     else:
         with pytest.raises(TypeError, match="a qdrant filter object runs on a qdrant index only; give ChromaIndex"):
             catalogue.search("catalogue", k=10, filter=where)
