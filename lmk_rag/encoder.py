@@ -88,7 +88,13 @@ def check_texts(texts: Any, name: str = "texts") -> list[str]:
     items = list(texts)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise InvalidTypeError(f"{name}[{i}] must be str, got {type(item).__name__}")
+            hint = ""
+            if hasattr(item, "get_content") and hasattr(item, "node_id"):
+                hint = (
+                    "; to use an lmk-rag index as a LlamaIndex vector store, wrap it: "
+                    "from llama_index.vector_stores.lmk import LMKVectorStore; LMKVectorStore(index)"
+                )
+            raise InvalidTypeError(f"{name}[{i}] must be str, got {type(item).__name__}{hint}")
     return items
 
 

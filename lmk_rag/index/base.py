@@ -387,6 +387,10 @@ class MultiVectorIndex(ABC):
         with self._backend():
             return self._ids(parsed)
 
+    def __bool__(self) -> bool:
+        """An index is a handle: true even when empty (``index or default`` must not drop it)."""
+        return True
+
     def __len__(self) -> int:
         with self._backend():
             return self._count()

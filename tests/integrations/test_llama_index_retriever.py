@@ -108,3 +108,19 @@ def test_parts_of_one_file_get_the_ids_filename_as_id_gives():
     pages = [Document(text=f"page {i}", metadata={"file_path": "/d/a.pdf"}) for i in range(2)]
     own = Document(text="x", id_="mine", metadata={"file_path": "/d/b.md"})
     assert stable_ids([*pages, own]) == ["/d/a.pdf_part_0", "/d/a.pdf_part_1", "mine"]
+
+
+def test_the_retriever_takes_llama_index_metadata_filters_and_hides_file_metadata_from_the_llm(index):
+    from llama_index.core.schema import MetadataMode
+    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+    only = MetadataFilters(
+        filters=[MetadataFilter(key="file_name", value=["tides.md", "sourdough.md"], operator=FilterOperator.IN)]
+    )
+    for mode in ("context", "passage"):
+        nodes = LMKRetriever(index, similarity_top_k=5, mode=mode, filters=only).retrieve("how things work")
+        assert nodes and {n.node.metadata["file_name"] for n in nodes} <= {"tides.md", "sourdough.md"}
+        shown = nodes[0].node.get_content(metadata_mode=MetadataMode.LLM)
+        assert "file_path" not in shown and "last_modified_date" not in shown
+    with pytest.raises(ValueError, match="filter operator CONTAINS"):
+        LMKRetriever(index, filters=MetadataFilters(filters=[MetadataFilter(key="a", value="b", operator="contains")]))

@@ -8,6 +8,8 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.types import MetadataFilters
+from llama_index.retrievers.lmk.filters import to_lmk_filter
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
@@ -15,6 +17,19 @@ from lmk_rag.index import Hit, MultiVectorIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 
 RETRIEVER_MODES = ("context", "passage")
+# Kept in metadata for filters and deletes, kept out of the text an LLM reads: SimpleDirectoryReader's
+# file metadata, and the LlamaIndex document id LMKVectorStore records.
+REF_DOC_KEY = "ref_doc_id"
+FILE_METADATA_KEYS = (
+    "file_path",
+    "file_name",
+    "file_type",
+    "file_size",
+    "creation_date",
+    "last_modified_date",
+    "last_accessed_date",
+)
+HIDDEN_FROM_LLM = (*FILE_METADATA_KEYS, REF_DOC_KEY)
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -57,6 +72,15 @@ def _random_id(doc_id: str) -> bool:
         return False
 
 
+def llm_view(node: TextNode) -> TextNode:
+    """``node`` with file metadata and the store's own keys kept in ``metadata`` but out of what
+    the LLM and embedders read (LlamaIndex prints metadata above each node's text)."""
+    hidden = [k for k in node.metadata if k in HIDDEN_FROM_LLM]
+    node.excluded_llm_metadata_keys = sorted(set(node.excluded_llm_metadata_keys) | set(hidden))
+    node.excluded_embed_metadata_keys = sorted(set(node.excluded_embed_metadata_keys) | set(hidden))
+    return node
+
+
 def hit_to_node(hit: Hit) -> NodeWithScore:
     node = TextNode(
         id_=f"{hit.id}#{hit.landmark}",
@@ -66,7 +90,7 @@ def hit_to_node(hit: Hit) -> NodeWithScore:
         end_char_idx=hit.span[1],
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.id)},
     )
-    return NodeWithScore(node=node, score=hit.score)
+    return NodeWithScore(node=llm_view(node), score=hit.score)
 
 
 def passage_to_node(passage: Passage, source: str | None = None, offset: int = 0) -> NodeWithScore:
@@ -82,7 +106,7 @@ def passage_to_node(passage: Passage, source: str | None = None, offset: int = 0
         end_char_idx=end,
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=parent)},
     )
-    return NodeWithScore(node=node, score=passage.score)
+    return NodeWithScore(node=llm_view(node), score=passage.score)
 
 
 class LMKRetriever(BaseRetriever):
@@ -104,7 +128,7 @@ class LMKRetriever(BaseRetriever):
         search_mode: str | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
-        filters: dict[str, Any] | None = None,
+        filters: MetadataFilters | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(index, MultiVectorIndex):
@@ -120,7 +144,7 @@ class LMKRetriever(BaseRetriever):
         self.search_mode = search_mode
         self.neighbours = neighbours
         self.passage = check_passage_rule(passage)
-        self.filters = filters
+        self.filters = to_lmk_filter(filters)
         super().__init__(**kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
