@@ -603,6 +603,17 @@ def run_ingest(args: argparse.Namespace) -> int:
 _CONTEXT_CHARS = 160
 
 
+def shown_id(doc_id: str) -> str:
+    """A document id as printed: a file's path relative to the working folder when it lies inside
+    it (ids are absolute paths; ``--json`` prints them whole)."""
+    if not doc_id.startswith("/"):
+        return doc_id
+    try:
+        return Path(doc_id).relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return doc_id
+
+
 def _highlight(hit, tty: bool) -> str:
     """The matched span marked inside up to ``_CONTEXT_CHARS`` of its paragraph on each side, on one
     line: hard-wrapped text keeps its context (only a blank line ends it), cut at whole words."""
@@ -656,7 +667,7 @@ def run_search(args: argparse.Namespace) -> int:
         return 0
     tty = sys.stdout.isatty()
     for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {hit.id}  score {hit.score:.3f}  chars {hit.span[0]}-{hit.span[1]}")
+        print(f"{rank}. {shown_id(hit.id)}  score {hit.score:.3f}  chars {hit.span[0]}-{hit.span[1]}")
         print("   " + _highlight(hit, tty))
     if not hits:
         print("no results")
@@ -681,7 +692,7 @@ def run_context(args: argparse.Namespace) -> int:
     total = sum(p.tokens for p in passages)
     print(f"context for {args.query!r}: {len(passages)} passages, {total} of {args.context} tokens")
     for rank, p in enumerate(passages, 1):
-        print(f"\n[{rank}] {p.id}  chars {p.span[0]}-{p.span[1]}  {p.tokens} tokens  score {p.score:.2f}")
+        print(f"\n[{rank}] {shown_id(p.id)}  chars {p.span[0]}-{p.span[1]}  {p.tokens} tokens  score {p.score:.2f}")
         print(p.text.strip())
     if not passages:
         print("no results")

@@ -31,6 +31,7 @@ from .index.base import MultiVectorIndex
 from .ingest import (
     IngestSummary,
     ReadFile,
+    adopt_legacy_ids,
     check_batch_docs,
     discover,
     encode_files,
@@ -197,6 +198,7 @@ def ingest_with_ray(
     t0 = time.perf_counter()
     found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
     summary.ignored.update(found.ignored)
+    adopt_legacy_ids(index, found.files)
     known = stored_digests(index, [i for i, _ in found.files])
     if found.files:
         connect(address)

@@ -1,11 +1,15 @@
 """Files -> documents -> index: idempotent, resumable, with progress and a summary.
 
-A document's id is its path relative to the root it was found under (two roots that give the
-same id are refused, never one silently kept); a SHA-256 of its bytes, kept in metadata, lets a
-re-run skip unchanged files. Documents are written in small batches, each document atomically
-(one Qdrant point; a Chroma generation), so a run that is killed and started again ends with
-every document in the index exactly once. Symbolic links that lead out of the folder given are
-not followed unless asked; FIFOs, devices and the index's own folder are never read.
+A document's id is its file's absolute path, links resolved: two runs over different folders
+never share an id (each project's README.md stays), a folder and its subfolder, or a file and a
+link to it, give one document, and the id does not depend on where the command runs. Documents
+an older lmk-rag stored under the path relative to the folder given are moved to the new id, with
+their vectors, the first time their file is ingested again (:func:`adopt_legacy_ids`). A SHA-256
+of a file's bytes, kept in metadata, lets a re-run skip unchanged files. Documents are written in
+small batches, each document atomically (one Qdrant point; a Chroma generation), so a run that is
+killed and started again ends with every document in the index exactly once. Symbolic links that
+lead out of the folder given are not followed unless asked; FIFOs, devices and the index's own
+folder are never read.
 """
 
 from __future__ import annotations
@@ -250,26 +254,19 @@ def discover(
     follow_symlinks: bool = False,
     exclude: Iterable[str | Path] = (),
 ) -> Discovery:
-    """(document id, file) pairs: ids are paths relative to each root given (a file's own name).
-
-    Two roots that yield the same id are refused with an error naming both files; links leading
-    out of a root are passed over unless ``follow_symlinks``; folders in ``exclude`` (the index's
-    own) are not entered.
+    """(document id, file) pairs: ids are the files' absolute paths, links resolved (see the
+    module docstring), so one file reached twice (overlapping roots, a link) is one document.
+    Links leading out of a root are passed over unless ``follow_symlinks``; folders in ``exclude``
+    (the index's own) are not entered.
     """
     wanted = {s.lower() for s in suffixes}
     excluded = {Path(e).resolve() for e in exclude}
     found: dict[str, Path] = {}
-    found_under: dict[str, str] = {}
     ignored: dict[str, str] = {}
 
-    def keep(doc_id: str, path: Path, given: str) -> None:
-        if doc_id in found:
-            raise InvalidInputError(
-                f"{found[doc_id]} and {path} would both be document {doc_id!r} (ids are paths relative to the "
-                f"folder given: {found_under[doc_id]!r} and {given!r}); ingest them into separate indexes, or "
-                "give one folder that holds both"
-            )
-        found[doc_id], found_under[doc_id] = path, given
+    def keep(path: Path) -> None:
+        doc_id = document_id(path)
+        found.setdefault(doc_id, path)  # the same file reached twice is one document
 
     for given in paths:
         root = Path(given)
@@ -279,23 +276,58 @@ def discover(
             reason = _regular_file(root, None, True)
             if reason is not None:
                 raise InvalidInputError(f"cannot read {given}: {reason}")
-            keep(root.name, root, str(given))
+            if find_unencodable([str(root.resolve())]) is not None:
+                raise InvalidInputError(f"cannot read {given}: its path is not valid UTF-8 (document ids are text)")
+            keep(root)
             continue
         real_root = root.resolve()
         for path in _walk(root, follow_symlinks, excluded):
-            rel = path.relative_to(root).as_posix()
             if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
                 continue
-            if find_unencodable([rel]) is not None:  # an id must be text: report the file, ingest the others
-                shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
-                ignored[shown] = "its name is not valid UTF-8 (document ids are text); rename the file to ingest it"
-                continue
+            shown = os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace")
             reason = _regular_file(path, real_root, follow_symlinks)
             if reason is not None:
-                ignored[rel] = reason
+                ignored[shown] = reason
             elif path.suffix.lower() in wanted:
-                keep(rel, path, str(given))
+                if find_unencodable([document_id(path)]) is not None:  # an id is text: report it, ingest the others
+                    ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
+                else:
+                    keep(path)
     return Discovery(sorted(found.items()), ignored)
+
+
+def document_id(path: Path) -> str:
+    """A file's document id: its absolute path with links resolved, in POSIX form."""
+    return path.resolve().as_posix()
+
+
+def adopt_legacy_ids(index: MultiVectorIndex, files: Sequence[tuple[str, Path]]) -> int:
+    """Move the documents of ``files`` that an older lmk-rag stored under another id (the path
+    relative to the folder given; found by their recorded ``source``) to the file's id, vectors
+    and all, so that nothing is re-encoded, lost or kept twice; returns how many moved."""
+    sources: dict[str, str] = {}
+    for doc_id, path in files:
+        sources[str(path.absolute())] = doc_id
+        sources[str(path.resolve())] = doc_id
+    moved = 0
+    names = list(sources)
+    for start in range(0, len(names), 256):
+        wanted = {sources[s] for s in names[start : start + 256]}
+        stored = index.ids({"source": {"$in": names[start : start + 256]}})
+        legacy = [i for i in stored if i not in wanted]
+        if not legacy:
+            continue
+        existing = {d.id for d in index.get(sorted(wanted))}
+        for doc, multi in index.get_encoded(legacy):
+            new_id = sources[doc.metadata["source"]]
+            if new_id not in existing:  # otherwise the file is stored under its id already: drop the copy
+                index.add_encoded([multi], [doc.text], ids=[new_id], metadatas=[doc.metadata])
+                existing.add(new_id)
+            index.delete([doc.id])
+            moved += 1
+    if moved:
+        logger.info("moved %d documents from the ids of an older lmk-rag (paths relative to a folder)", moved)
+    return moved
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
@@ -443,6 +475,7 @@ def ingest(
     found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
     files = found.files
     summary.ignored.update(found.ignored)
+    adopt_legacy_ids(index, files)
     known = stored_digests(index, [i for i, _ in files])
     pending: list[ReadFile] = []
 

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .cli_runner import run_cli as cli
@@ -56,24 +57,29 @@ def test_ingest_reingest_update_prune_search_info(tmp_path, docs, scheme):
     pruned = cli("ingest", str(docs), "--index", uri, "--no-progress", "--prune")
     assert "pruned 1" in pruned.stdout and "5 documents in" in pruned.stdout
 
+    def name(doc_id: str) -> str:  # ids are absolute paths, links resolved
+        return Path(doc_id).relative_to(docs.resolve()).as_posix()
+
     out = cli("search", "descale a kettle", "--index", uri, "-k", "2")
-    assert out.returncode == 0 and out.stdout.startswith("1. sub/notes.txt") and "[[" in out.stdout
+    kettle = (docs / "sub" / "notes.txt").resolve().as_posix()
+    assert out.returncode == 0 and out.stdout.startswith(f"1. {kettle}") and "[[" in out.stdout
     data = json.loads(cli("search", "descale a kettle", "--index", uri, "-k", "2", "--json").stdout)
-    assert data[0]["id"] == "sub/notes.txt" and "citric acid" in data[0]["passage"] and len(data) == 2
+    assert name(data[0]["id"]) == "sub/notes.txt" and "citric acid" in data[0]["passage"] and len(data) == 2
     gutenberg = ["search", "How many copies of the Gutenberg Bible were printed?", "--index", uri, "-k", "1", "--json"]
     peak = json.loads(cli(*gutenberg, "--passage", "peak").stdout)[0]
-    assert peak["id"] == "printing_press.md" and "180 copies" in peak["passage"]
+    assert name(peak["id"]) == "printing_press.md" and "180 copies" in peak["passage"]
     chain = ["search", "How often should I oil my bicycle chain?", "--index", uri, "-k", "1", "--json"]
     peak, region = (json.loads(cli(*chain, "--passage", rule).stdout)[0] for rule in ("peak", "region"))
     assert region == json.loads(cli(*chain).stdout)[0]  # region: the default
-    assert region["id"] == peak["id"] == "bicycle_maintenance.md" and region["landmark"] != peak["landmark"]
+    assert region["id"] == peak["id"] and name(peak["id"]) == "bicycle_maintenance.md"
+    assert region["landmark"] != peak["landmark"]
     kettle = str((docs / "sub" / "notes.txt").absolute())
     others = json.loads(cli(*chain, "--filter", json.dumps({"source": {"$ne": kettle}, "bytes": {"$gt": 0}})).stdout)
-    assert others[0]["id"] == "bicycle_maintenance.md"
+    assert name(others[0]["id"]) == "bicycle_maintenance.md"
     only = json.loads(cli(*chain, "--filter", json.dumps({"source": {"$in": [kettle]}})).stdout)
-    assert [hit["id"] for hit in only] == ["sub/notes.txt"]
+    assert [name(hit["id"]) for hit in only] == ["sub/notes.txt"]
     context = json.loads(cli(*chain[:-1], "--context", "64", "--json", "--filter", f'{{"source": "{kettle}"}}').stdout)
-    assert {p["id"] for p in context} == {"sub/notes.txt"}
+    assert {name(p["id"]) for p in context} == {"sub/notes.txt"}
     bad = cli(*chain, "--filter", '{"bytes": {"$like": 3}}')
     assert bad.returncode == 2 and "unknown operator '$like'; allowed: $eq, $ne" in bad.stderr
     assert "not JSON" in cli(*chain, "--filter", "{lang: en}").stderr
@@ -144,7 +150,7 @@ def test_kill_mid_ingest_then_resume_exactly_once(tmp_path, scheme):
         idx = QdrantIndex(tmp_path / "idx", encoder=encoder)  # the Edge shard replays its WAL after the kill
         for batch in idx.scan(16):
             assert all(len(mv.vectors) == len(doc.spans) > 0 for doc, mv in batch)  # every document whole
-    assert sorted(idx.ids()) == [f"doc{i:02d}.md" for i in range(40)]
+    assert sorted(idx.ids()) == [(folder / f"doc{i:02d}.md").resolve().as_posix() for i in range(40)]
     idx.close()
 
 
@@ -153,8 +159,61 @@ def test_bad_files_are_skipped_with_reasons(tmp_path, docs):
     (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     out = cli("ingest", str(docs), "--index", f"qdrant:{tmp_path / 'idx'}", "--no-progress", *BASE)
     assert out.returncode == 1
-    assert "failed blob.txt: binary file" in out.stdout and "failed latin1.txt: not UTF-8" in out.stdout
+    assert f"failed {(docs / 'blob.txt').resolve().as_posix()}: binary file" in out.stdout
+    assert "latin1.txt: not UTF-8" in out.stdout
     assert "6 documents in" in out.stdout
+
+
+@pytest.mark.parametrize("scheme", ["qdrant", "chroma"])
+def test_runs_over_time_never_lose_or_double_a_file(tmp_path, scheme):
+    """Two projects with the same file names, a folder then its subfolder, a link to a folder: each
+    file is one document, whatever the order of the runs (ids are absolute paths, links resolved)."""
+    uri = f"{scheme}:{tmp_path / 'idx'}"
+    for project in ("projA", "projB"):
+        (tmp_path / project / "sub").mkdir(parents=True)
+        (tmp_path / project / "README.md").write_text(f"{project} explains the kettle descaling.")
+        (tmp_path / project / "sub" / "s.txt").write_text(f"{project} sub notes on sourdough.")
+    (tmp_path / "link").symlink_to(tmp_path / "projA", target_is_directory=True)
+    first = cli_process("ingest", str(tmp_path / "projA"), "--index", uri, "--no-progress", *BASE)
+    assert "added 2, updated 0" in first.stdout, first.stderr[-2000:]
+    second = cli("ingest", str(tmp_path / "projB"), "--index", uri, "--no-progress")
+    assert "added 2, updated 0" in second.stdout  # projA's README is kept, not "updated"
+    sub = cli("ingest", str(tmp_path / "projA" / "sub"), "--index", uri, "--no-progress")
+    assert "added 0, updated 0, skipped 1" in sub.stdout  # the subfolder's file is already there
+    link = cli("ingest", str(tmp_path / "link"), "--index", uri, "--no-progress", "--follow-symlinks")
+    assert "added 0, updated 0, skipped 2" in link.stdout  # the same files through a link
+    hits = json.loads(cli("search", "kettle descaling", "--index", uri, "-k", "10", "--json").stdout)
+    ids = sorted(hit["id"] for hit in hits)
+    assert ids == sorted(
+        (tmp_path / p / f).resolve().as_posix() for p in ("projA", "projB") for f in ("README.md", "sub/s.txt")
+    )
+
+
+def test_an_index_with_the_old_relative_ids_is_moved_to_the_new_ones_without_reencoding(tmp_path, docs):
+    """Indexes written before ids were absolute paths: the first ingest moves each document to its
+    new id with its vectors (unchanged files are skipped, not encoded again); none is doubled."""
+    from lmk_rag import LMKEncoder
+    from lmk_rag.index import QdrantIndex
+    from lmk_rag.ingest import discover, read_for_ingest
+
+    encoder = LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
+    idx = QdrantIndex(tmp_path / "idx", encoder=encoder)
+    old = []
+    for _, path in discover([docs]).files:  # what the old ingest stored: the path relative to the folder
+        read = read_for_ingest("x", path, {})
+        old.append((path.relative_to(docs).as_posix(), read))
+    idx.add([r.text for _, r in old], ids=[i for i, _ in old], metadatas=[r.metadata for _, r in old])
+    before = {d.id: v for d, v in idx.get_encoded(idx.ids())}
+    idx.close()
+    out = cli("ingest", str(docs), "--index", f"qdrant:{tmp_path / 'idx'}", "--no-progress")
+    assert "added 0, updated 0, skipped 6" in out.stdout, out.stdout + out.stderr
+    idx = QdrantIndex(tmp_path / "idx", encoder=encoder)
+    after = {d.id: v for d, v in idx.get_encoded(idx.ids())}
+    assert sorted(after) == sorted((docs / name).resolve().as_posix() for name in before)
+    for name, vectors in before.items():
+        moved = after[(docs / name).resolve().as_posix()]
+        assert np.array_equal(moved.vectors, vectors.vectors) and moved.spans == vectors.spans
+    idx.close()
 
 
 @pytest.mark.parametrize(

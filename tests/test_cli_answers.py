@@ -87,12 +87,12 @@ def test_search_context_prints_the_passages_for_an_llm_within_the_budget(tmp_pat
     assert shown.returncode == 0, shown.stderr
     assert (
         shown.stdout.startswith("context for 'How long do solar inverters last?':")
-        and "[1] home_solar.md" in shown.stdout
+        and "[1] examples/sample_corpus/home_solar.md" in shown.stdout  # ids inside the working folder: relative
     )
     data = json.loads(run_cli("search", "tides", "--index", index, "--context", "96", "--json").stdout)
     assert data and sum(p["tokens"] for p in data) <= 96
     texts = {p.name: p.read_text(encoding="utf-8") for p in CORPUS.glob("*.md")}
-    assert all(texts[p["id"]][p["span"][0] : p["span"][1]] == p["text"] for p in data)
+    assert all(texts[Path(p["id"]).name][p["span"][0] : p["span"][1]] == p["text"] for p in data)
     bad = run_cli("search", "tides", "--index", index, "--context", "0")
     assert bad.returncode == 2 and "max_tokens must be a positive int" in bad.stderr
 

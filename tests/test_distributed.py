@@ -47,7 +47,12 @@ def docs(tmp_path):
 
 
 def contents(index) -> dict:
-    return {d.id: (d, mv) for batch in index.scan() for d, mv in batch}
+    """Path below the docs folder -> (document, vectors); ids are absolute paths."""
+    return {d.id.split("/docs/", 1)[1]: (d, mv) for batch in index.scan() for d, mv in batch}
+
+
+def names(ids) -> set[str]:
+    return {i.split("/docs/", 1)[1] for i in ids}
 
 
 def assert_same(a: dict, b: dict) -> None:
@@ -70,8 +75,9 @@ def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, en
             (got.added, got.updated, got.skipped) == (expected.added, expected.updated, expected.skipped) == (6, 0, 0)
         )
         assert (got.landmarks, got.tokens) == (expected.landmarks, expected.tokens)
-        assert set(got.failed) == set(expected.failed) == {"latin1.txt", "blob.txt"}
-        assert "not UTF-8" in got.failed["latin1.txt"] and "binary" in got.failed["blob.txt"]
+        assert names(got.failed) == names(expected.failed) == {"latin1.txt", "blob.txt"}
+        failed = {i.split("/docs/", 1)[1]: reason for i, reason in got.failed.items()}
+        assert "not UTF-8" in failed["latin1.txt"] and "binary" in failed["blob.txt"]
         assert_same(contents(single), contents(distributed))
         long_doc, long_mv = contents(distributed)["long/all.md"]
         # Longer than the 512-token window: encoded whole, in windows, to its last character.
@@ -81,8 +87,8 @@ def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, en
         (docs / "sourdough.md").unlink()
         again = ingest_with_ray(distributed, [docs], actors=1, prune=True, show_progress=False)
         assert (again.added, again.updated, again.skipped, again.pruned) == (0, 1, 4, 1)
-        assert sorted(distributed.ids()) == sorted(set(contents(single)) - {"sourdough.md"})
-        assert distributed.get(["tides.md"])[0].text.startswith("Tides, rewritten")
+        assert names(distributed.ids()) == set(contents(single)) - {"sourdough.md"}
+        assert distributed.get([(docs / "tides.md").as_posix()])[0].text.startswith("Tides, rewritten")
     finally:
         single.close()
         distributed.close()
@@ -98,17 +104,22 @@ def test_a_batch_that_cannot_be_written_is_retried_then_reported_per_file(tmp_pa
         calls["n"] += 1
         if calls["n"] % 2 == 1:
             raise ConnectionError("transient: the store hiccuped")
-        if "tides.md" in ids:
+        if any(i.endswith("/tides.md") for i in ids):
             raise RuntimeError("disk full while writing tides.md")
         real_upsert(ids, texts, metas, multis)
 
     index._upsert = flaky
     try:
         summary = ingest_with_ray(index, [docs], actors=1, batch_docs=16, show_progress=False, attempts=2)
-        assert "tides.md" in summary.failed and "disk full" in summary.failed["tides.md"]
-        assert summary.added == 5 and sorted(index.ids()) == sorted(
-            {"home_solar.md", "sourdough.md", "bicycle_maintenance.md", "printing_press.md", "long/all.md"}
-        )
+        tides = (docs / "tides.md").as_posix()
+        assert tides in summary.failed and "disk full" in summary.failed[tides]
+        assert summary.added == 5 and names(index.ids()) == {
+            "home_solar.md",
+            "sourdough.md",
+            "bicycle_maintenance.md",
+            "printing_press.md",
+            "long/all.md",
+        }
     finally:
         index.close()
 

@@ -137,7 +137,7 @@ def test_an_index_built_with_a_relative_model_path_reopens_from_elsewhere(tmp_pa
     info = json.loads(cli("info", "--index", f"qdrant:{project / 'idx'}", "--json", cwd=tmp_path).stdout)
     assert info["fingerprint"]["model"] == str((project / "m").resolve())
     found = cli("search", "kettle", "--index", f"qdrant:{project / 'idx'}", "--json", cwd=tmp_path)
-    assert found.returncode == 0 and json.loads(found.stdout)[0]["id"] == "doc.md"
+    assert found.returncode == 0 and json.loads(found.stdout)[0]["id"] == (project / "doc.md").resolve().as_posix()
 
 
 # ---------------------------------------------------------------- model cache

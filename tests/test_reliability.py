@@ -175,16 +175,21 @@ def hostile_folder(tmp_path):
 
 def test_discovery_does_not_leave_the_folder(hostile_folder):
     found = discover([hostile_folder])
-    assert [i for i, _ in found.files] == ["inside_link.md", "new\nline.txt", "plain.md"]
-    assert "outside the folder" in found.ignored["passwd.txt"]
-    assert "folder" in found.ignored["outdir"] and "folder" in found.ignored["sub/up"]
-    assert "symlink" in found.ignored["loop.txt"] and "symlink" in found.ignored["dangling.txt"]
-    assert "FIFO" in found.ignored["pipe.txt"]
+    # ids are absolute paths, links resolved: the link to plain.md inside the folder is plain.md
+    assert [i for i, _ in found.files] == [(hostile_folder / n).as_posix() for n in ("new\nline.txt", "plain.md")]
+    ignored = {Path(k).relative_to(hostile_folder).as_posix(): v for k, v in found.ignored.items()}
+    assert "outside the folder" in ignored["passwd.txt"]
+    assert "folder" in ignored["outdir"] and "folder" in ignored["sub/up"]
+    assert "symlink" in ignored["loop.txt"] and "symlink" in ignored["dangling.txt"]
+    assert "FIFO" in ignored["pipe.txt"]
     followed = discover([hostile_folder], follow_symlinks=True)
     ids = [i for i, _ in followed.files]
-    assert "passwd.txt" in ids and "outdir/secret.txt" in ids and "outdir/more.md" in ids
-    assert not any(i.startswith("sub/up/") for i in ids)  # the loop is entered once at most
-    assert "FIFO" in followed.ignored["pipe.txt"]
+    outside = hostile_folder.parent / "outside"
+    # passwd.txt and outdir/secret.txt are one file, kept once under its real path
+    inside = [(hostile_folder / n).as_posix() for n in ("new\nline.txt", "plain.md")]
+    assert ids == sorted([(outside / "more.md").as_posix(), (outside / "secret.txt").as_posix(), *inside])
+    assert not any("/sub/up/" in i for i in ids)  # the loop is entered once at most
+    assert "FIFO" in followed.ignored[(hostile_folder / "pipe.txt").as_posix()]
 
 
 def test_ingest_reads_no_file_outside_and_lists_what_it_passed_over(hostile_folder, tmp_path, base):
@@ -192,20 +197,22 @@ def test_ingest_reads_no_file_outside_and_lists_what_it_passed_over(hostile_fold
 
     idx = QdrantIndex(location=":memory:", encoder=base)
     summary = ingest(idx, [hostile_folder], show_progress=False)
-    assert sorted(idx.ids()) == ["inside_link.md", "new\nline.txt", "plain.md"]
+    assert sorted(idx.ids()) == [(hostile_folder / n).as_posix() for n in ("new\nline.txt", "plain.md")]
     assert all("secret" not in h.text for h in idx.search("the secret outside the folder", k=3))
-    assert not summary.failed and "passwd.txt" in summary.ignored
-    assert any(line.startswith("  ignored passwd.txt: symlink to") for line in summary.lines())
+    passwd = (hostile_folder / "passwd.txt").as_posix()
+    assert not summary.failed and passwd in summary.ignored
+    assert any(line.startswith(f"  ignored {passwd}: symlink to") for line in summary.lines())
 
 
-def test_same_id_from_two_folders_is_refused(tmp_path, base):
+def test_same_name_in_two_folders_gives_two_documents_and_one_file_twice_gives_one(tmp_path, base):
     from lmk_rag.index import QdrantIndex
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "x.md").write_text(f"document x in folder {name}")
-    with pytest.raises(InvalidInputError, match=r"would both be document 'x.md'"):
-        ingest(QdrantIndex(location=":memory:", encoder=base), [tmp_path / "a", tmp_path / "b"], show_progress=False)
+    idx = QdrantIndex(location=":memory:", encoder=base)
+    summary = ingest(idx, [tmp_path / "a", tmp_path / "b", tmp_path / "a" / "x.md"], show_progress=False)
+    assert summary.added == 2 and sorted(idx.ids()) == [(tmp_path / n / "x.md").as_posix() for n in ("a", "b")]
 
 
 def test_prune_removes_only_vanished_files_under_the_paths_given(tmp_path, base):
@@ -221,7 +228,8 @@ def test_prune_removes_only_vanished_files_under_the_paths_given(tmp_path, base)
     (tmp_path / "a" / "a2.md").unlink()
     summary = ingest(idx, [tmp_path / "a"], prune=True, show_progress=False)
     assert summary.pruned == 1
-    assert sorted(idx.ids()) == ["a1.md", "api-doc", "b1.md", "b2.md"]
+    kept = [(tmp_path / n).as_posix() for n in ("a/a1.md", "b/b1.md", "b/b2.md")]
+    assert sorted(idx.ids()) == sorted([*kept, "api-doc"])
 
 
 @pytest.mark.slow
@@ -338,10 +346,9 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_the_others_are_ingested(tm
     except OSError:
         pytest.skip("this file system refuses names that are not UTF-8")
     found = discover([folder])
-    assert [i for i, _ in found.files] == ["good.md"]
-    assert found.ignored == {
-        "caf\\xe9.md": "its name is not valid UTF-8 (document ids are text); rename the file to ingest it"
-    }
+    assert [i for i, _ in found.files] == [(folder / "good.md").as_posix()]
+    reason = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
+    assert found.ignored == {f"{folder.as_posix()}/caf\\xe9.md": reason}
 
 
 def test_a_tilde_in_an_index_path_is_the_home_folder(tmp_path, monkeypatch):
