@@ -44,6 +44,7 @@ from .models import (
     resolve_model_path,
     special_tokens,
     trained_max_length,
+    weights_digest,
 )
 from .pooling import (
     NEEDS_MEANS,
@@ -213,6 +214,8 @@ class LMKEncoder:
         by_path = self.model_name != DEFAULT_MODEL
         st = read_st_folder(path) if folder is None and by_path and is_st_folder(path) else None
         self.st_folder = st
+        # Local folders only: a name in SHIPPED_ADAPTERS or a hub id stands for weights that do not change.
+        self.weights_digest = weights_digest(path) if by_path and self.model_name == path else None
         recorded = folder_defaults(folder, st)
 
         def unset_or(name: str, fallback: Any) -> Any:
@@ -370,6 +373,7 @@ class LMKEncoder:
             dimension=self.dimension,
             landmark_token_id=self.special.landmark_id,
             adapter=self.adapter_name,
+            weights=self.weights_digest,
             **recorded,
         )
 

@@ -37,6 +37,10 @@ class IndexUnavailableError(LMKError, RuntimeError):
     """An index cannot be opened or reached: server down, folder locked or not a folder."""
 
 
+class InsufficientSpaceError(IndexUnavailableError):
+    """The disk of an embedded index has too little free space to open or write it safely."""
+
+
 class ModelLoadError(LMKError, OSError):
     """A model folder or hub id cannot be loaded (missing, empty, unsafe weights)."""
 
@@ -53,6 +57,7 @@ __all__ = [
     "IncompatibleIndexError",
     "IndexNotFoundError",
     "IndexUnavailableError",
+    "InsufficientSpaceError",
     "InvalidInputError",
     "InvalidTypeError",
     "LMKError",

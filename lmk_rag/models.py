@@ -91,6 +91,33 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
     return str(model), str(model)
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def weights_digest(folder: str) -> str | None:
+    """A short digest of a local model folder's weights (every weight file's name and size and
+    16 blocks of 64 KiB sampled through it: any retraining changes them, and a large model is not
+    read whole at every load), recorded in index fingerprints so that a folder rewritten in place
+    with other weights is noticed. None for a hub id or a folder without weight files."""
+    import hashlib
+
+    root = Path(folder)
+    if not root.is_dir():
+        return None
+    files = sorted(p for p in root.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for file in files:
+        size = file.stat().st_size
+        digest.update(f"{file.relative_to(root).as_posix()}:{size};".encode())
+        with open(file, "rb") as handle:
+            for i in range(16):
+                handle.seek(size * i // 16)
+                digest.update(handle.read(65536))
+    return digest.hexdigest()[:16]
+
+
 def _looks_like_hub_id(name: str) -> bool:
     """'name' or 'org/name' made of the characters the Hugging Face hub allows."""
     import re

@@ -44,7 +44,15 @@ class MultiVector:
 
 # Recorded since these settings were found to change vectors; None means "not recorded" (an index
 # built before), which matches any value so such indexes still open.
-RECORDED_LATER = ("max_length", "max_tokens", "window_overlap", "sentence_max_tokens", "sentence_language", "layout")
+RECORDED_LATER = (
+    "max_length",
+    "max_tokens",
+    "window_overlap",
+    "sentence_max_tokens",
+    "sentence_language",
+    "layout",
+    "weights",
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,8 @@ class Fingerprint:
     layout: str | None = None
     # Indexes written before the setting existed were built with equal weights.
     landmark_weights: str = "equal"
+    # A digest of a local model folder's weight files (models.weights_digest); None for hub ids.
+    weights: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

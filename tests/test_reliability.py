@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from lmk_rag import LMKEncoder
 from lmk_rag.errors import (
+    IncompatibleIndexError,
     IndexUnavailableError,
     InvalidInputError,
     InvalidTypeError,
@@ -22,6 +24,15 @@ from lmk_rag.ingest import decode_text, discover, ingest
 from .cli_runner import run_cli as cli  # in this process: the real parser, messages, exit codes
 
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
+CORPUS = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
+
+
+def cli_subprocess(*args: str) -> subprocess.CompletedProcess:
+    """``lmk-rag ARGS`` in its own process: a fatal signal there cannot take the test run down."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "lmk_rag.cli", *args], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def one_error_line(out: subprocess.CompletedProcess, message: str) -> None:
@@ -404,3 +415,147 @@ def test_a_qdrant_server_that_refuses_the_api_key_is_one_line(tmp_path, monkeypa
         assert "wrong-key" in seen
     finally:
         server.shutdown()
+
+
+# ---------------------------------------------------------------- two encoders never mixed (#38 item 9)
+@pytest.mark.parametrize("scheme", ["qdrant", "chroma"])
+def test_an_index_whose_encoder_record_is_lost_is_refused_not_taken_for_new(scheme, tmp_path, base):
+    from lmk_rag.index import ChromaIndex, QdrantIndex
+
+    def open_index():
+        if scheme == "qdrant":
+            return QdrantIndex(tmp_path / "idx", encoder=base)
+        return ChromaIndex(tmp_path / "idx", encoder=base)
+
+    idx = open_index()
+    idx.add(["Spring tides come at new and full moon."], ids=["tides"])
+    idx.close()
+    if scheme == "qdrant":
+        (tmp_path / "idx" / "lmk.lmk.json").unlink()  # a backup of the shard alone
+    else:
+        import chromadb
+
+        chromadb.PersistentClient(str(tmp_path / "idx")).delete_collection("lmk__lmk_meta")
+    with pytest.raises(IncompatibleIndexError, match="holds 1 documents but no record of the encoder"):
+        open_index()
+
+
+def test_a_model_folder_rewritten_in_place_is_refused(tmp_path, tiny_bert_dir):
+    import shutil
+
+    import torch
+    from transformers import BertModel
+
+    from lmk_rag.index import QdrantIndex
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)
+    first = LMKEncoder(str(folder), device="cpu", pooling="mean")
+    idx = QdrantIndex(tmp_path / "idx", encoder=first)
+    idx.add(["Spring tides come at new and full moon."], ids=["tides"])
+    idx.close()
+    assert len(QdrantIndex(tmp_path / "idx", encoder=LMKEncoder(str(folder), device="cpu", pooling="mean"))) == 1
+    model = BertModel.from_pretrained(folder)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    model.save_pretrained(folder)  # same path, other weights
+    from lmk_rag.encoder import clear_model_cache
+
+    clear_model_cache()
+    with pytest.raises(IncompatibleIndexError, match="weights: "):
+        QdrantIndex(tmp_path / "idx", encoder=LMKEncoder(str(folder), device="cpu", pooling="mean"))
+
+
+# ---------------------------------------------------------------- racing creators (#38 item 10)
+def test_processes_racing_to_create_one_index_never_see_it_half_made(tmp_path):
+    """Four processes open one new embedded index at once: each one either opens it or is told in
+    one line that another process holds it; the index ends up made once, with its fingerprint."""
+    script = (
+        "import sys\n"
+        "from lmk_rag import LMKEncoder\n"
+        "from lmk_rag.errors import IndexUnavailableError\n"
+        "from lmk_rag.index import QdrantIndex\n"
+        f"enc = LMKEncoder({BASE!r}, device='cpu', pooling='mean')\n"
+        "try:\n"
+        f"    idx = QdrantIndex({str(tmp_path / 'idx')!r}, encoder=enc)\n"
+        "except IndexUnavailableError as exc:\n"
+        "    assert 'open in another process' in str(exc), exc\n"
+        "    print('busy')\n"
+        "    sys.exit(0)\n"
+        "idx.add(['text ' + sys.argv[1]], ids=[sys.argv[1]])\n"
+        "idx.close()\n"
+        "print('wrote')\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        for i in range(4)
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err.decode()[-2000:]
+    wrote = [i for i, (out, _) in enumerate(outs) if b"wrote" in out]
+    assert wrote
+    from lmk_rag.index import QdrantIndex
+
+    idx = QdrantIndex(tmp_path / "idx", encoder=LMKEncoder(BASE, device="cpu", pooling="mean"))
+    assert sorted(idx.ids()) == sorted(str(i) for i in wrote)
+    idx.close()
+
+
+# ---------------------------------------------------------------- a full disk (#38 item 3)
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A mount point and a function that mounts a tmpfs of N MB there (skipped where the test may not mount)."""
+    point = tmp_path / "disk"
+    point.mkdir()
+    mounted = []
+
+    def mount(megabytes: int) -> Path:
+        if mounted:
+            subprocess.run(["umount", str(point)], check=False)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(point)], capture_output=True
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a small file system here ({done.stderr.decode().strip() or 'not root'})")
+        mounted.append(point)
+        return point
+
+    yield mount
+    if mounted:
+        subprocess.run(["umount", str(point)], check=False)
+
+
+def _fill(disk: Path, leave_mb: int) -> None:
+    import shutil
+
+    free = shutil.disk_usage(disk).free - leave_mb * 2**20
+    with open(disk / "filler", "wb") as handle:
+        handle.truncate(0)
+        for _ in range(free // 2**20):
+            handle.write(b"\0" * 2**20)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_line_not_a_bus_error(small_disk):
+    """Ingest onto a 3 MB disk, and search an index whose disk has filled up, used to die with
+    SIGBUS (exit 135, no message): each is now one line naming the disk, the need and the fix."""
+    disk = small_disk(3)
+    out = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    assert "MB free on the disk of" in out.stderr and "put the index on another disk" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+    disk = small_disk(400)
+    built = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    assert built.returncode == 0, built.stderr[-2000:]
+    _fill(disk, leave_mb=40)
+    found = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}")
+    assert found.returncode == 2 and "free to open" in found.stderr, (found.returncode, found.stderr[-2000:])
+    (disk / "filler").unlink()
+    again = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
+    assert again.returncode == 0 and "tides.md" in again.stdout  # committed data survived

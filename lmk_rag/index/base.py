@@ -199,6 +199,13 @@ class MultiVectorIndex(ABC):
     def _check_fingerprint(self, stored: Fingerprint | None) -> None:
         mine = self.encoder.fingerprint
         if stored is None:
+            held = self._count()
+            if held:
+                raise IncompatibleIndexError(
+                    f"this index holds {held} documents but no record of the encoder that built them (its "
+                    "fingerprint is missing: a backup of the data without it?); restore the record from where the "
+                    "index came from (for qdrant:PATH the file PATH/<collection>.lmk.json), or build a new index"
+                )
             self._write_fingerprint(mine)
             return
         diffs = stored.differences(mine)

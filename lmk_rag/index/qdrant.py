@@ -121,43 +121,66 @@ class QdrantIndex(MultiVectorIndex):
         self.hybrid_fusion, self.hybrid_weight = hybrid_fusion, float(hybrid_weight)
         self._count_cache: tuple[float, int] | None = None
         embedded = all(x is None for x in (location, url, local_path, client))
-        given_client = client is not None
         if path is not None:
             path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.folder = Path(path or DEFAULT_PATH) if embedded else None
         self.where = url or location or str(local_path or path or DEFAULT_PATH)
         if embedded:
-            from .qdrant_edge_store import EdgeStore
-
-            self.store: Any = EdgeStore(Path(path or DEFAULT_PATH), collection, self.encoder.dimension, quantization)
+            self._open_embedded(Path(path or DEFAULT_PATH), collection, quantization)
         else:
+            self._open_client(client, url, api_key, location, local_path, collection, quantization, cluster)
+
+    def _open_embedded(self, folder: Path, collection: str, quantization: str | None) -> None:
+        from .qdrant_edge_store import EdgeStore, opening_lock
+
+        # Two processes creating one new index: one creates it, the other then opens what was made.
+        with opening_lock(folder, collection):
+            self.store: Any = EdgeStore(folder, collection, self.encoder.dimension, quantization)
             try:
-                from qdrant_client import QdrantClient
-            except ImportError as exc:  # pragma: no cover
-                raise MissingDependencyError(
-                    "QdrantIndex(url=...) needs qdrant-client: pip install 'lmk-rag[qdrant]'"
-                ) from exc
-            if client is None:
-                if url is not None:
-                    client = QdrantClient(url=url, api_key=api_key)
-                elif location is not None:
-                    client = QdrantClient(location=location)
-                else:
-                    client = open_local_mode(Path(str(local_path)))
-            try:
-                self.store = ClientStore(client, collection, self.encoder.dimension, quantization, cluster)
-            except Exception as exc:
-                refused = auth_error(exc, url) if url is not None else None
-                if refused is not None:
-                    client.close()
-                    raise refused from exc
-                if url is not None and is_connection_error(exc):
-                    client.close()
-                    raise IndexUnavailableError(
-                        f"cannot reach the Qdrant server at {url} ({type(exc).__name__}: {exc}); start it, "
-                        "or check the URL and API key"
-                    ) from exc
+                self._check_fingerprint(self.store.fingerprint())
+            except Exception:
+                self.store.close()
                 raise
+
+    def _open_client(
+        self,
+        client: Any,
+        url: str | None,
+        api_key: str | None,
+        location: str | None,
+        local_path: str | Path | None,
+        collection: str,
+        quantization: str | None,
+        cluster: dict[str, Any],
+    ) -> None:
+        given_client = client is not None
+        try:
+            from qdrant_client import QdrantClient
+        except ImportError as exc:  # pragma: no cover
+            raise MissingDependencyError(
+                "QdrantIndex(url=...) needs qdrant-client: pip install 'lmk-rag[qdrant]'"
+            ) from exc
+        if client is None:
+            if url is not None:
+                client = QdrantClient(url=url, api_key=api_key)
+            elif location is not None:
+                client = QdrantClient(location=location)
+            else:
+                client = open_local_mode(Path(str(local_path)))
+        try:
+            self.store = ClientStore(client, collection, self.encoder.dimension, quantization, cluster)
+        except Exception as exc:
+            refused = auth_error(exc, url) if url is not None else None
+            if refused is not None:
+                client.close()
+                raise refused from exc
+            if url is not None and is_connection_error(exc):
+                client.close()
+                raise IndexUnavailableError(
+                    f"cannot reach the Qdrant server at {url} ({type(exc).__name__}: {exc}); start it, "
+                    "or check the URL and API key"
+                ) from exc
+            raise
         try:
             self._check_fingerprint(self.store.fingerprint())
         except Exception:

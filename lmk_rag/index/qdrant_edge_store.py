@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +32,41 @@ from .qdrant_layout import (
     found,
     payload_key,
 )
+from .space import check_free_space
 
 LAYOUT_VERSION = 1
 _SHARD_MARKER = "edge_config.json"
 _LOCAL_MODE_MARKER = "meta.json"  # written by qdrant-client's local mode (lmk-rag's earlier embedded store)
+
+
+@contextmanager
+def opening_lock(folder: Path, collection: str) -> Iterator[None]:
+    """Hold an exclusive lock while ``collection`` in ``folder`` is created or loaded and its
+    fingerprint checked or written, so racing creators of one new index never see it half made."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    if folder.exists() and not folder.is_dir():
+        raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
+    lock = folder / f".{collection}.open.lock"
+    if not lock.exists():
+        if holds_edge_index(folder, collection):  # made before this lock existed: no creator left to race
+            yield
+            return
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            lock.touch()
+        except OSError:  # a folder no one can write to: no creator to race with (opening it says what is wrong)
+            yield
+            return
+    with open(lock, "rb") as handle:  # read-only: a search on read-only media can take it too
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def meta_path(folder: Path, collection: str) -> Path:
@@ -136,6 +169,7 @@ class EdgeStore:
             )
         self.quantization = meta.get("quantization") if meta is not None else quantization
         shard_dir = folder / collection
+        check_free_space(folder, opening=True)
         try:
             if holds_edge_index(folder, collection):
                 self.shard = e.EdgeShard.load(str(shard_dir))
@@ -182,6 +216,8 @@ class EdgeStore:
             if p.sparse is not None:
                 vector[BM25] = e.SparseVector(*p.sparse)
             batch.append(e.Point(p.id, vector, p.payload))
+        # Room for the points (vectors, text and spans) before any of it reaches a mapped page.
+        check_free_space(self.folder, extra=4 * sum(_point_bytes(p) for p in points))
         self.shard.update(e.UpdateOperation.upsert_points(batch))
         self._wrote = True
 
@@ -363,3 +399,9 @@ def from_client_filter(flt: Any, vocab: _EdgeFilters) -> Any:
     if flt.min_should is not None:
         raise InvalidInputError("the embedded Qdrant store does not run min_should; use a Qdrant server (url=)")
     return vocab.filter(must=parts(flt.must), should=parts(flt.should), must_not=parts(flt.must_not))
+
+
+def _point_bytes(point: PointData) -> int:
+    """About how many bytes a point takes: its vectors as float32 and its payload as JSON."""
+    floats = len(point.pooled) + sum(len(v) for v in point.landmarks)
+    return 4 * floats + len(json.dumps(point.payload, default=str))
