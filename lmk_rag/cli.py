@@ -93,7 +93,8 @@ EXAMPLES = {
     "ingest": """examples:
   lmk-rag ingest docs/ --index qdrant:./lmk_index          # embedded Qdrant, packaged model
   lmk-rag ingest docs/ notes.md --index chroma:./chroma_db --json
-  lmk-rag ingest docs/ --index qdrant+http://localhost:6333 --prune   # a server; drop deleted files""",
+  lmk-rag ingest docs/ --index qdrant+http://localhost:6333 --prune   # a server; drop deleted files
+  lmk-rag ingest docs/ --verify   # first re-encode stored documents whose vectors are damaged""",
     "search": """examples:
   lmk-rag search "how do I rotate the keys?" --index qdrant:./lmk_index -k 5
   lmk-rag search "E4711 error" --mode hybrid --json
@@ -255,6 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     _quantization_option(ing)
     ing.add_argument(
         "--prune", action="store_true", help="remove documents whose files, under the paths given, are gone"
+    )
+    ing.add_argument(
+        "--verify",
+        action="store_true",
+        help="first check every stored document's vectors and re-encode, from the stored text, those that are "
+        "unreadable, not one per landmark, not finite or not of unit length (what damaged files leave)",
     )
     ing.add_argument(
         "--follow-symlinks",
@@ -567,7 +574,12 @@ def run_ingest(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --ray; add --ray")
     index = _open(args, must_exist=False)
     started_ray = False
+    verified = None
     try:
+        if args.verify:
+            from .index.verify import verify_index
+
+            index, verified = verify_index(index)
         common = {
             "prune": args.prune,
             "batch_docs": args.batch_docs,
@@ -592,12 +604,17 @@ def run_ingest(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        print(json.dumps({"index": redact_uri(args.index), "documents": total, **summary.to_dict()}, indent=2))
+        checked = {} if verified is None else {"verify": dataclasses.asdict(verified)}
+        print(
+            json.dumps({"index": redact_uri(args.index), "documents": total, **summary.to_dict(), **checked}, indent=2)
+        )
     else:
+        if verified is not None:
+            print(verified.line())
         for line in summary.lines():
             print(line)
         print(f"{total} documents in {redact_uri(args.index)}")
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or (verified is not None and verified.unreadable) else 0
 
 
 _CONTEXT_CHARS = 160

@@ -37,6 +37,10 @@ class IndexUnavailableError(LMKError, RuntimeError):
     """An index cannot be opened or reached: server down, folder locked or not a folder."""
 
 
+class DamagedIndexError(IndexUnavailableError):
+    """An index's files cannot be read as written (truncated, overwritten): it must be rebuilt."""
+
+
 class InsufficientSpaceError(IndexUnavailableError):
     """The disk of an embedded index has too little free space to open or write it safely."""
 
@@ -54,6 +58,7 @@ class NonFiniteVectorError(LMKError, FloatingPointError):
 
 
 __all__ = [
+    "DamagedIndexError",
     "IncompatibleIndexError",
     "IndexNotFoundError",
     "IndexUnavailableError",

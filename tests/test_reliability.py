@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -559,3 +560,73 @@ def test_a_full_disk_is_one_line_not_a_bus_error(small_disk):
     (disk / "filler").unlink()
     again = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
     assert again.returncode == 0 and "tides.md" in again.stdout  # committed data survived
+
+
+# ---------------------------------------------------------------- damaged index files (#38 item 7)
+@pytest.fixture(scope="module")
+def built_index(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("built") / "idx"
+    out = cli("ingest", str(CORPUS), "--index", f"qdrant:{folder}", "--model", BASE, "--no-progress")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return folder
+
+
+def _damaged_copy(built: Path, tmp_path: Path, pattern: str, damage) -> Path:
+    import shutil
+
+    folder = tmp_path / "idx"
+    shutil.copytree(built, folder)
+    for target in folder.glob(pattern):
+        damage(target)
+    return folder
+
+
+def test_a_truncated_payload_file_is_one_line_naming_the_index_and_the_rebuild(built_index, tmp_path):
+    folder = _damaged_copy(
+        built_index, tmp_path, "lmk/segments/*/payload_storage/page_0.dat", lambda p: os.truncate(p, 100)
+    )
+    out = cli("search", "tides", "--index", f"qdrant:{folder}")
+    assert out.returncode == 2 and f"the index at '{folder}' is damaged" in out.stderr
+    assert "rebuild it" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_garbled_vectors_are_found_and_reencoded_by_ingest_verify(built_index, tmp_path):
+    def garble(path: Path) -> None:
+        with open(path, "r+b") as handle:
+            handle.write(bytes([0x47]) * 4096)  # the first documents' pooled vectors, overwritten
+
+    folder = _damaged_copy(built_index, tmp_path, "lmk/segments/*/vector_storage-pooled/vectors/chunk_0.mmap", garble)
+    plain = cli("ingest", str(CORPUS), "--index", f"qdrant:{folder}", "--no-progress")
+    assert "skipped 5 unchanged" in plain.stdout  # the damage is invisible to a plain re-run
+    fixed = cli("ingest", str(CORPUS), "--index", f"qdrant:{folder}", "--no-progress", "--verify")
+    assert fixed.returncode == 0 and "verified 5 documents: 3 re-encoded" in fixed.stdout, fixed.stdout
+    again = cli("ingest", str(CORPUS), "--index", f"qdrant:{folder}", "--no-progress", "--verify")
+    assert "verified 5 documents: 0 re-encoded" in again.stdout
+    hits = json.loads(cli("search", "tides", "--index", f"qdrant:{folder}", "--json", "--mode", "prefetch").stdout)
+    assert all(-1.0 <= hit["score"] <= 1.0 + 1e-4 for hit in hits)
+
+
+def test_a_truncated_vector_file_is_rebuilt_by_ingest_verify(built_index, tmp_path):
+    folder = _damaged_copy(
+        built_index,
+        tmp_path,
+        "lmk/segments/*/vector_storage-landmarks/vectors/chunk_0.mmap",
+        lambda p: os.truncate(p, 1000),
+    )
+    assert cli("search", "tides", "--index", f"qdrant:{folder}").returncode == 2
+    fixed = cli("ingest", str(CORPUS), "--index", f"qdrant:{folder}", "--no-progress", "--verify")
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    assert "5 re-encoded" in fixed.stdout and f"kept at {folder}.damaged" in fixed.stdout
+    found = json.loads(cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json").stdout)
+    assert found[0]["id"].endswith("tides.md")
+
+
+def test_an_emptied_write_ahead_log_does_not_make_a_closed_index_unopenable(built_index, tmp_path):
+    def empty(path: Path) -> None:
+        os.truncate(path, 0)
+        os.utime(path, (0, 0))  # emptied long ago, not being written now
+
+    folder = _damaged_copy(built_index, tmp_path, "lmk/wal/open-*", empty)
+    found = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json")
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert json.loads(found.stdout)[0]["id"].endswith("tides.md")

@@ -27,6 +27,7 @@ from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_fro
 from .filters import ParsedFilter
 from .fusion import check_fusion, fuse
 from .qdrant_client_store import ClientStore, auth_error, check_cluster_options, is_connection_error, open_local_mode
+from .qdrant_edge_store import damaged, is_damage
 from .qdrant_layout import (
     LANDMARKS,
     Found,
@@ -207,6 +208,8 @@ class QdrantIndex(MultiVectorIndex):
             return refused
         if is_connection_error(exc):
             return IndexUnavailableError(f"lost the Qdrant server at {self.where} ({exc}); start it and run again")
+        if self.folder is not None and is_damage(exc):
+            return damaged(self.folder, exc)
         return exc
 
     def close(self) -> None:

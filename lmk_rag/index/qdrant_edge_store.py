@@ -9,7 +9,9 @@ second one gets :class:`~lmk_rag.errors.IndexUnavailableError`, never a shared w
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, MissingDependencyError
+from ..errors import (
+    DamagedIndexError,
+    IncompatibleIndexError,
+    IndexUnavailableError,
+    InvalidInputError,
+    MissingDependencyError,
+)
 from ..types import Fingerprint
 from .filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
 from .qdrant_layout import (
@@ -37,6 +45,11 @@ from .space import check_free_space
 LAYOUT_VERSION = 1
 _SHARD_MARKER = "edge_config.json"
 _LOCAL_MODE_MARKER = "meta.json"  # written by qdrant-client's local mode (lmk-rag's earlier embedded store)
+
+
+logger = logging.getLogger("lmk_rag")
+# A write-ahead-log piece younger than this may be one another process is making: never removed.
+_EMPTY_WAL_AGE_S = 10.0
 
 
 @contextmanager
@@ -67,6 +80,46 @@ def opening_lock(folder: Path, collection: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# What the engine says when a file holds less, or other, than it wrote there.
+_DAMAGE_SIGNS = ("out of bounds", "IO error", "Gridstore", "corrupt", "unexpected end of file", "failed to fill")
+
+
+def is_damage(exc: BaseException) -> bool:
+    text = str(exc)
+    return type(exc).__name__ == "Exception" and any(sign in text for sign in _DAMAGE_SIGNS)
+
+
+def damaged(folder: Path, exc: BaseException) -> DamagedIndexError:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return DamagedIndexError(
+        f"the index at {str(folder)!r} is damaged: a file in it holds less than was written ({detail}); rebuild it "
+        f"(lmk-rag ingest YOUR_FOLDERS --index qdrant:NEW_PATH), or move {str(folder)!r} away and ingest again"
+    )
+
+
+def _load_shard(shard_dir: Path) -> Any:
+    """Load a shard; a write-ahead-log piece emptied to 0 bytes (it holds nothing: a copy or a
+    crash cut it) is removed and the load tried again, instead of the index being unopenable."""
+    e = _edge()
+    try:
+        return e.EdgeShard.load(str(shard_dir))
+    except Exception as exc:
+        if "invalid segment capacity: 0" not in str(exc):
+            raise
+        now = time.time()
+        empty = [
+            p
+            for p in (shard_dir / "wal").glob("open-*")
+            if p.stat().st_size == 0 and now - p.stat().st_mtime > _EMPTY_WAL_AGE_S  # not one being made now
+        ]
+        if not empty:
+            raise
+        for piece in empty:
+            logger.warning("removed the empty write-ahead-log file %s (it held nothing) to open the index", piece)
+            piece.unlink()
+        return e.EdgeShard.load(str(shard_dir))
 
 
 def meta_path(folder: Path, collection: str) -> Path:
@@ -172,7 +225,7 @@ class EdgeStore:
         check_free_space(folder, opening=True)
         try:
             if holds_edge_index(folder, collection):
-                self.shard = e.EdgeShard.load(str(shard_dir))
+                self.shard = _load_shard(shard_dir)
             else:
                 shard_dir.mkdir(parents=True, exist_ok=True)
                 self.shard = e.EdgeShard.create(str(shard_dir), edge_config(dimension, quantization))
@@ -185,6 +238,8 @@ class EdgeStore:
                     "not yet closed (an embedded Qdrant shard admits one writer); close it, or serve the index "
                     "from a Qdrant server via url="
                 ) from exc
+            if is_damage(exc):
+                raise damaged(folder, exc) from exc
             raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
         self._indexed = set(self.shard.info().payload_schema)
         self._wrote = False
