@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
@@ -475,6 +476,7 @@ class LMKEncoder:
         Word-level pre-tokenizers split at whitespace anyway, so the tokens are the same.
         """
         inputs = [prefix + t for t in texts] if prefix else texts
+        warn_unknown_words(texts, self._text_tokenizer)
         pieces, owner, shift = split_at_whitespace(inputs, PIECE_CHARS)
         lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         calls = np.searchsorted(np.cumsum(lengths), np.arange(CALL_CHARS, int(lengths.sum()), CALL_CHARS))
@@ -626,6 +628,29 @@ def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
 
 
 _WARNED_UNTRAINED: set[str] = set()
+
+
+def warn_unknown_words(texts: Sequence[str], tokenizer: Any) -> None:
+    """Warn when words are longer than a WordPiece tokenizer reads (100 characters for BERT):
+    each becomes one unknown token, so a base64 blob, a hash or a 200k-character run of minified
+    code is silently unsearchable."""
+    model = getattr(tokenizer, "model", None)
+    limit = getattr(model, "max_input_chars_per_word", None)
+    if not isinstance(limit, int) or type(model).__name__ != "WordPiece":
+        return
+    pattern = re.compile(r"[^\W_]{" + str(limit + 1) + ",}")
+    long_words = [m for text in texts for m in pattern.finditer(text)]
+    if long_words:
+        chars = sum(m.end() - m.start() for m in long_words)
+        sample = long_words[0].group()[:24]
+        logger.warning(
+            "%d characters in %d words longer than %d characters (e.g. %r...) become one unknown token each and "
+            "cannot be found by search (base64, hashes, minified code); split or drop them before indexing",
+            chars,
+            len(long_words),
+            limit,
+            sample,
+        )
 
 
 def warn_untrained(model_name: str) -> None:

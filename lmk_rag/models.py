@@ -257,6 +257,13 @@ def load_model(
             raise _weights_error(path, inner) from inner
     except OSError as exc:
         raise _weights_error(path, exc) from exc
+    except Exception as exc:
+        if type(exc).__name__ == "SafetensorError":  # a damaged or foreign weights file
+            raise ModelLoadError(
+                f"the weights file in {path!r} cannot be read ({exc}): it is damaged or not a safetensors file; "
+                "copy the model folder again"
+            ) from exc
+        raise
     model.eval()
     return model.to(device)
 

@@ -122,6 +122,8 @@ def _class_name(module: dict[str, Any]) -> str:
 
 def _module_dir(folder: Path, module: dict[str, Any]) -> Path:
     sub = str(module.get("path") or "")
+    if "\0" in sub:
+        raise ModelLoadError(f"module path {sub!r} in {folder / MODULES_JSON} holds a NUL byte; it is not a file path")
     target = (folder / sub).resolve()
     if folder.resolve() not in (target, *target.parents):
         raise ModelLoadError(f"module path {sub!r} in {folder / MODULES_JSON} leads out of the model folder")

@@ -153,6 +153,34 @@ def test_model_paths_say_what_is_wrong(tmp_path):
     assert issubclass(ModelLoadError, LMKError) and issubclass(ModelLoadError, OSError)
 
 
+def test_a_damaged_weights_file_or_a_nul_in_modules_json_is_one_clear_error(tmp_path, tiny_bert_dir):
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tiny_bert_dir, damaged)
+    for weights in damaged.glob("*.safetensors"):
+        weights.write_bytes(b"garbage" * 10)
+    with pytest.raises(ModelLoadError, match=r"cannot be read .* damaged or not a safetensors file"):
+        LMKEncoder(damaged, device="cpu")
+    nul = tmp_path / "nul"
+    shutil.copytree(tiny_bert_dir, nul)
+    (nul / "modules.json").write_text(
+        json.dumps([{"idx": 0, "name": "0", "path": "a\u0000b", "type": "sentence_transformers.models.Transformer"}])
+    )
+    with pytest.raises(ModelLoadError, match="holds a NUL byte"):
+        LMKEncoder(nul, device="cpu")
+
+
+def test_words_a_wordpiece_tokenizer_cannot_read_are_warned_about(base, caplog):
+    with caplog.at_level("WARNING", logger="lmk_rag"):
+        base.encode_multi(["Intro. " + "x" * 200_000 + " tail."])
+    assert "200000 characters in 1 words longer than 100 characters" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lmk_rag"):
+        base.encode_multi(["An ordinary sentence with https://example.org/a/b?c=d and snake_case_names."])
+    assert "unknown token" not in caplog.text
+
+
 # ---------------------------------------------------------------- files
 def test_text_encodings_with_a_byte_order_mark_are_read():
     for encoding in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"):
