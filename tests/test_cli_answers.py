@@ -106,6 +106,32 @@ def test_credentials_in_an_index_uri_are_never_printed():
     assert out.returncode == 2 and "s3cret" not in out.stdout + out.stderr
 
 
+def test_credentials_in_a_chroma_uri_are_sent_to_the_server_as_basic_auth(monkeypatch):
+    import base64
+
+    import chromadb
+
+    from lmk_rag.index.uri import parse_index_uri, read_fingerprint
+
+    seen = []
+
+    class Refused(Exception):
+        pass
+
+    def client(**kwargs):
+        seen.append(kwargs)
+        raise Refused("stop here: only the headers matter")
+
+    monkeypatch.setattr(chromadb, "HttpClient", client)
+    uri = parse_index_uri("chroma+http://alice:s3%40cret@db.example:8000")
+    assert "s3" not in repr(uri)  # never printed
+    with pytest.raises(Exception, match="stop here"):
+        read_fingerprint(uri)
+    token = base64.b64encode(b"alice:s3@cret").decode()
+    assert seen[0]["headers"] == {"Authorization": f"Basic {token}"} and seen[0]["host"] == "db.example"
+    assert parse_index_uri("chroma+http://db.example:8000").headers is None
+
+
 def test_copy_onto_itself_is_refused_before_anything_opens(tmp_path):
     folder = tmp_path / "idx"
     out = run_cli("copy", f"qdrant:{folder}", f"qdrant:{tmp_path}/./idx")

@@ -106,6 +106,7 @@ class ChromaIndex(MultiVectorIndex):
         host: str | None = None,
         port: int = 8000,
         ssl: bool = False,
+        headers: dict[str, str] | None = None,
         collection: str = "lmk",
         encoder: LMKEncoder | None = None,
         client: Any = None,
@@ -121,13 +122,14 @@ class ChromaIndex(MultiVectorIndex):
         if path is not None:
             path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.where = f"{'https' if ssl else 'http'}://{host}:{port}" if host is not None else str(path or DEFAULT_PATH)
-        self._server = {"host": host, "port": port, "ssl": ssl} if host is not None and client is None else None
+        server = {"host": host, "port": port, "ssl": ssl, "headers": headers}
+        self._server = server if host is not None and client is None else None
         self.folder = Path(path or DEFAULT_PATH) if host is None and client is None else None
         try:
             if client is not None:
                 self.client = client
             elif host is not None:
-                self.client = chromadb.HttpClient(host=host, port=port, ssl=ssl)
+                self.client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers)
             else:
                 folder = Path(path or DEFAULT_PATH)
                 if folder.exists() and not folder.is_dir():

@@ -31,6 +31,19 @@ class IndexURI:
     ssl: bool = False
     #: Qdrant cluster settings of a new collection (shard_number, replication_factor, ...).
     options: dict[str, Any] = field(default_factory=dict)
+    #: HTTP headers for a server (basic auth from ``user:password@`` in a Chroma URI).
+    headers: dict[str, str] | None = field(default=None, repr=False)
+
+
+def basic_auth(username: str | None, password: str | None) -> dict[str, str] | None:
+    """The Authorization header of ``user:password@`` in a URI (None without a user)."""
+    import base64
+    from urllib.parse import unquote
+
+    if not username:
+        return None
+    token = base64.b64encode(f"{unquote(username)}:{unquote(password or '')}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
 
 
 def _cluster_options(uri: str, query: str) -> dict[str, Any]:
@@ -70,7 +83,10 @@ def parse_index_uri(uri: str) -> IndexURI:
                 return IndexURI("qdrant", url=f"{parsed.scheme}://{parsed.hostname}:{port or 6333}", options=options)
             if options:
                 raise InvalidInputError(f"index URI {uri!r}: {', '.join(options)} are Qdrant collection settings")
-            return IndexURI("chroma", host=parsed.hostname, port=port or 8000, ssl=parsed.scheme == "https")
+            headers = basic_auth(parsed.username, parsed.password)  # sent to the server, never printed
+            return IndexURI(
+                "chroma", host=parsed.hostname, port=port or 8000, ssl=parsed.scheme == "https", headers=headers
+            )
     if uri.startswith(LOCAL_MODE_SCHEME):
         if not uri[len(LOCAL_MODE_SCHEME) :]:
             raise InvalidInputError(f"index URI {uri!r} has no path; use qdrant-local:PATH")
@@ -99,7 +115,7 @@ def open_index(uri: IndexURI, encoder: Any, *, quantization: str | None = None) 
         raise InvalidInputError("quantization is a Qdrant setting; Chroma indexes store float32 vectors")
     if uri.path:
         return ChromaIndex(uri.path, encoder=encoder)
-    return ChromaIndex(host=uri.host, port=uri.port or 8000, ssl=uri.ssl, encoder=encoder)
+    return ChromaIndex(host=uri.host, port=uri.port or 8000, ssl=uri.ssl, headers=uri.headers, encoder=encoder)
 
 
 def holds_index(uri: IndexURI, collection: str = "lmk") -> bool:
@@ -162,7 +178,9 @@ def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None
         if uri.path:
             client: Any = chromadb.PersistentClient(path=uri.path)
         else:
-            client = chromadb.HttpClient(host=uri.host or "localhost", port=uri.port or 8000, ssl=uri.ssl)
+            client = chromadb.HttpClient(
+                host=uri.host or "localhost", port=uri.port or 8000, ssl=uri.ssl, headers=uri.headers
+            )
         names = {getattr(c, "name", c) for c in client.list_collections()}
         if f"{collection}__lmk_meta" not in names:
             return None
