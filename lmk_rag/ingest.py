@@ -215,20 +215,37 @@ class Discovery:
     ignored: dict[str, str] = field(default_factory=dict)
 
 
-def _walk(root: Path, follow_symlinks: bool, excluded: set[Path]) -> Iterator[Path]:
+def _walk(root: Path, follow_symlinks: bool, excluded: set[Path], ignored: dict[str, str]) -> Iterator[Path]:
     """Every entry below ``root`` in sorted order, hidden ones and excluded folders left out;
-    folder links are entered only when following links, each real folder once (no loops)."""
+    folder links are entered only when following links, each real folder once (no loops). A
+    folder that cannot be read (no permission, a path longer than the system allows) is listed
+    in ``ignored`` with the reason, and the walk goes on."""
     seen: set[Path] = set()
-    for top, dirs, names in os.walk(root, followlinks=follow_symlinks):
-        real = Path(top).resolve()
-        if real in seen or real in excluded:
+
+    def unreadable(exc: OSError) -> None:
+        ignored[_shown(exc.filename or root)] = f"folder not read: {exc.strerror or exc}"
+
+    for top, dirs, names in os.walk(root, followlinks=follow_symlinks, onerror=unreadable):
+        try:
+            real = Path(top).resolve()
+            if real in seen or real in excluded:
+                dirs[:] = []
+                continue
+            seen.add(real)
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(top) / d).resolve() not in excluded)
+            links = [d for d in dirs if (Path(top) / d).is_symlink() and not follow_symlinks]
+        except OSError as exc:
             dirs[:] = []
+            ignored[_shown(top)] = f"folder not read: {exc.strerror or exc}"
             continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(top) / d).resolve() not in excluded)
-        for name in sorted(names + [d for d in dirs if (Path(top) / d).is_symlink() and not follow_symlinks]):
+        for name in sorted(names + links):
             if not name.startswith("."):
                 yield Path(top) / name
+
+
+def _shown(path: str | os.PathLike[str]) -> str:
+    """A path as text for messages, whatever bytes its name holds."""
+    return os.fsencode(os.fspath(path)).decode("utf-8", "backslashreplace")
 
 
 def _regular_file(path: Path, root: Path | None, follow_symlinks: bool) -> str | None:
@@ -281,18 +298,21 @@ def discover(
             keep(root)
             continue
         real_root = root.resolve()
-        for path in _walk(root, follow_symlinks, excluded):
-            if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
-                continue
-            shown = os.fsencode(path.as_posix()).decode("utf-8", "backslashreplace")
-            reason = _regular_file(path, real_root, follow_symlinks)
-            if reason is not None:
-                ignored[shown] = reason
-            elif path.suffix.lower() in wanted:
-                if find_unencodable([document_id(path)]) is not None:  # an id is text: report it, ingest the others
-                    ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
-                else:
-                    keep(path)
+        for path in _walk(root, follow_symlinks, excluded, ignored):
+            shown = _shown(path)
+            try:
+                if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
+                    continue
+                reason = _regular_file(path, real_root, follow_symlinks)
+                if reason is not None:
+                    ignored[shown] = reason
+                elif path.suffix.lower() in wanted:
+                    if find_unencodable([document_id(path)]) is not None:  # an id is text: report it, ingest the rest
+                        ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
+                    else:
+                        keep(path)
+            except OSError as exc:  # e.g. a path longer than the system allows
+                ignored[shown] = f"not read: {exc.strerror or exc}"
     return Discovery(sorted(found.items()), ignored)
 
 
@@ -353,6 +373,8 @@ def read_for_ingest(doc_id: str, path: Path, known: Mapping[str, str | None]) ->
         text, raw = read_document(path)
     except ValueError as exc:
         return ReadFile(doc_id, "failed", reason=str(exc))
+    except OSError as exc:  # vanished, no permission, a path longer than the system allows
+        return ReadFile(doc_id, "failed", reason=f"not read: {exc.strerror or exc}")
     digest = hashlib.sha256(raw).hexdigest()
     if doc_id in known and known[doc_id] == digest:
         return ReadFile(doc_id, "unchanged")

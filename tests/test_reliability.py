@@ -658,3 +658,25 @@ def test_an_emptied_write_ahead_log_does_not_make_a_closed_index_unopenable(buil
     found = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json")
     assert found.returncode == 0, found.stderr[-2000:]
     assert json.loads(found.stdout)[0]["id"].endswith("tides.md")
+
+
+def test_a_path_longer_than_the_system_allows_is_reported_and_the_rest_ingested(tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ok.md").write_text("A short document about tides.")
+    here = os.getcwd()
+    try:
+        os.chdir(docs)
+        for _ in range(22):  # 22 folders of 200 characters: deeper than PATH_MAX (4096)
+            os.mkdir("d" * 200)
+            os.chdir("d" * 200)
+        with open("deep.md", "w") as handle:
+            handle.write("A document too deep to open by its path.")
+    finally:
+        os.chdir(here)
+    idx = QdrantIndex(location=":memory:", encoder=base)
+    summary = ingest(idx, [docs], show_progress=False)
+    assert idx.ids() == [(docs / "ok.md").as_posix()] and not summary.failed
+    assert any("too long" in reason for reason in summary.ignored.values()), summary.ignored
