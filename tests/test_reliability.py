@@ -680,3 +680,21 @@ def test_a_path_longer_than_the_system_allows_is_reported_and_the_rest_ingested(
     summary = ingest(idx, [docs], show_progress=False)
     assert idx.ids() == [(docs / "ok.md").as_posix()] and not summary.failed
     assert any("too long" in reason for reason in summary.ignored.values()), summary.ignored
+
+
+# ---------------------------------------------------------------- read-only media (#38 item 12)
+@pytest.mark.slow
+def test_an_index_on_read_only_media_can_be_searched(small_disk):
+    disk = small_disk(400)
+    built = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    assert built.returncode == 0, built.stderr[-2000:]
+    remount = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True)
+    if remount.returncode != 0:
+        pytest.skip(f"cannot remount read-only here ({remount.stderr.decode().strip()})")
+    before = {p: p.stat().st_mtime_ns for p in disk.rglob("*")}
+    found = cli_subprocess("search", "tides and the moon", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert json.loads(found.stdout)[0]["id"].endswith("tides.md")
+    info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    assert info.returncode == 0 and json.loads(info.stdout)["documents"] == 5
+    assert {p: p.stat().st_mtime_ns for p in disk.rglob("*")} == before

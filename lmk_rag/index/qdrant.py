@@ -14,6 +14,8 @@ exact MaxSim over their landmarks), ``maxsim`` (exact MaxSim over every document
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -132,7 +134,13 @@ class QdrantIndex(MultiVectorIndex):
             self._open_client(client, url, api_key, location, local_path, collection, quantization, cluster)
 
     def _open_embedded(self, folder: Path, collection: str, quantization: str | None) -> None:
-        from .qdrant_edge_store import EdgeStore, opening_lock
+        from .qdrant_edge_store import EdgeStore, opening_lock, read_only_copy
+
+        self._read_only_copy: Path | None = None
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            # The engine rewrites its own files when it opens a shard: on read-only media it opens a copy.
+            self._read_only_copy = read_only_copy(folder)
+            folder = self._read_only_copy / folder.name
 
         # Two processes creating one new index: one creates it, the other then opens what was made.
         with opening_lock(folder, collection):
@@ -216,7 +224,12 @@ class QdrantIndex(MultiVectorIndex):
         """Flush, build the indexes new data has grown into (embedded) and release the folder."""
         with self._lock:
             if not self._closed:
-                self.store.close()
+                try:
+                    self.store.close()
+                finally:
+                    copy = getattr(self, "_read_only_copy", None)
+                    if copy is not None:
+                        shutil.rmtree(copy, ignore_errors=True)
             super().close()
 
     def optimize(self) -> None:

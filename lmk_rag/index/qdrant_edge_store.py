@@ -23,6 +23,7 @@ from ..errors import (
     DamagedIndexError,
     IncompatibleIndexError,
     IndexUnavailableError,
+    InsufficientSpaceError,
     InvalidInputError,
     MissingDependencyError,
 )
@@ -40,7 +41,7 @@ from .qdrant_layout import (
     found,
     payload_key,
 )
-from .space import check_free_space
+from .space import OPEN_MARGIN_BYTES, check_free_space
 
 LAYOUT_VERSION = 1
 _SHARD_MARKER = "edge_config.json"
@@ -120,6 +121,30 @@ def _load_shard(shard_dir: Path) -> Any:
             logger.warning("removed the empty write-ahead-log file %s (it held nothing) to open the index", piece)
             piece.unlink()
         return e.EdgeShard.load(str(shard_dir))
+
+
+def read_only_copy(folder: Path) -> Path:
+    """A private copy of an index that lives where nothing may be written (read-only media, a
+    folder of another user): the engine rewrites its own files when it opens a shard, so searches
+    run on the copy, which is removed at close. Returns the temporary folder holding the copy."""
+    import shutil
+    import tempfile
+
+    size = sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+    scratch = Path(tempfile.mkdtemp(prefix="lmk-rag-read-only-"))
+    try:
+        if shutil.disk_usage(scratch).free < size + 2 * OPEN_MARGIN_BYTES:
+            raise InsufficientSpaceError(
+                f"the index at {str(folder)!r} cannot be written to (read-only), so lmk-rag opens a copy of it, but "
+                f"the temporary folder {str(scratch)!r} has too little space for its {size / 2**20:.0f} MB; set "
+                "TMPDIR to a folder with room, or copy the index somewhere writable"
+            )
+        logger.warning("the index at %s cannot be written to; opening a copy in %s (removed at close)", folder, scratch)
+        shutil.copytree(folder, scratch / folder.name, symlinks=True)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return scratch
 
 
 def meta_path(folder: Path, collection: str) -> Path:
