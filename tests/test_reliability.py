@@ -698,3 +698,28 @@ def test_an_index_on_read_only_media_can_be_searched(small_disk):
     info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
     assert info.returncode == 0 and json.loads(info.stdout)["documents"] == 5
     assert {p: p.stat().st_mtime_ns for p in disk.rglob("*")} == before
+
+
+# ---------------------------------------------------------------- embedded Chroma across processes (#38 item 11)
+def test_a_long_lived_embedded_chroma_sees_what_another_process_wrote(tmp_path, base):
+    from lmk_rag.index import ChromaIndex
+
+    idx = ChromaIndex(tmp_path / "chroma", encoder=base)
+    idx.add(["Spring tides come at new and full moon."], ids=["tides"])
+    assert [h.id for h in idx.search("tides", k=5)] == ["tides"]
+    other = (
+        "from lmk_rag import LMKEncoder\n"
+        "from lmk_rag.index import ChromaIndex\n"
+        f"b = ChromaIndex({str(tmp_path / 'chroma')!r}, encoder=LMKEncoder({BASE!r}, device='cpu'))\n"
+        "b.add(['Kettles descale best with citric acid.', 'Bread rises with a starter.'], ids=['kettle', 'bread'])\n"
+        "b.add(['Spring tides, rewritten by another process.'], ids=['tides'])\n"
+        "b.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", other], capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(idx) == 3 and idx.search("descale a kettle", k=1)[0].id == "kettle"
+    assert idx.get(["tides"])[0].text.startswith("Spring tides, rewritten")
+    assert sorted(d.id for batch in idx.scan() for d, _ in batch) == ["bread", "kettle", "tides"]
+    idx.close()

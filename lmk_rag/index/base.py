@@ -183,6 +183,7 @@ class MultiVectorIndex(ABC):
                     "(or use it inside `with ...:` and close it once, at the end)"
                 )
             try:
+                self._before_backend_call()
                 yield
             except LMKError:
                 raise
@@ -195,6 +196,9 @@ class MultiVectorIndex(ABC):
     def _translate_error(self, exc: Exception) -> Exception:
         """The error to raise for a backend failure (backends map connection errors here)."""
         return exc
+
+    def _before_backend_call(self) -> None:  # noqa: B027 - a hook most backends leave empty
+        """A backend's chance to catch up with changes other processes made (see ChromaIndex)."""
 
     def _check_fingerprint(self, stored: Fingerprint | None) -> None:
         mine = self.encoder.fingerprint

@@ -22,7 +22,10 @@ rows do not name is removed at once; on a server they are removed once older tha
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,6 +45,7 @@ _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
 # one batch takes this long), so any later write of the same document may remove them.
 STALE_SECONDS = 3600
+logger = logging.getLogger("lmk_rag")
 _SPACE = {"hnsw:space": "cosine"}
 DEFAULT_PATH = "./lmk_chroma"
 WRITE_LOCK = ".lmk_write.lock"
@@ -125,6 +129,9 @@ class ChromaIndex(MultiVectorIndex):
         server = {"host": host, "port": port, "ssl": ssl, "headers": headers}
         self._server = server if host is not None and client is None else None
         self.folder = Path(path or DEFAULT_PATH) if host is None and client is None else None
+        self.overfetch = overfetch
+        self.name = collection
+        self._owns_client = client is None
         try:
             if client is not None:
                 self.client = client
@@ -137,17 +144,53 @@ class ChromaIndex(MultiVectorIndex):
                         f"the index path {str(folder)!r} is a file; give a folder for chroma:PATH"
                     )
                 self.client = chromadb.PersistentClient(path=str(folder))
-            self.overfetch = overfetch
-            self.name = collection
-            self.landmarks = self.client.get_or_create_collection(collection, metadata=_SPACE, embedding_function=None)
-            self.docs = self.client.get_or_create_collection(
-                f"{collection}__docs", metadata=_SPACE, embedding_function=None
-            )
-            self.meta = self.client.get_or_create_collection(f"{collection}__lmk_meta", embedding_function=None)
+            self._open_collections()
             stored = fingerprint_in(self.meta)
         except Exception as exc:
             raise unavailable(exc, self.where, opening=True) from exc
+        self._disk_state = self._on_disk()
         self._check_fingerprint(stored)
+
+    def _open_collections(self) -> None:
+        self.landmarks = self.client.get_or_create_collection(self.name, metadata=_SPACE, embedding_function=None)
+        self.docs = self.client.get_or_create_collection(f"{self.name}__docs", metadata=_SPACE, embedding_function=None)
+        self.meta = self.client.get_or_create_collection(f"{self.name}__lmk_meta", embedding_function=None)
+
+    def _on_disk(self) -> tuple[tuple[int, int], ...] | None:
+        """When and how much the embedded folder's database was last written (None for a server)."""
+        if self.folder is None or not self._owns_client:
+            return None
+        state = []
+        for name in ("chroma.sqlite3", "chroma.sqlite3-wal"):
+            try:
+                st = os.stat(self.folder / name)
+            except OSError:
+                continue
+            state.append((st.st_mtime_ns, st.st_size))
+        return tuple(state)
+
+    def _before_backend_call(self) -> None:
+        """Embedded Chroma keeps its vector index in memory and does not see what another process
+        wrote to the folder: when the folder changed since this object last read or wrote it, the
+        client is opened again (writes of this object update the mark, so they cost nothing)."""
+        state = self._on_disk()
+        if state is None or state == self._disk_state:
+            return
+        import chromadb
+
+        logger.info("the Chroma folder %s changed in another process; reopening it", self.folder)
+        self.client.close()
+        self.client = chromadb.PersistentClient(path=str(self.folder))
+        self._open_collections()
+        self._disk_state = state
+
+    def close(self) -> None:
+        """Release the Chroma client (an embedded one lets go of the folder)."""
+        with self._lock:
+            if not self._closed and self._owns_client:
+                with contextlib.suppress(Exception):  # a server already gone has nothing to release
+                    self.client.close()
+            super().close()
 
     def _translate_error(self, exc: Exception) -> Exception:
         return unavailable(exc, self.where)
@@ -160,6 +203,7 @@ class ChromaIndex(MultiVectorIndex):
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:
         self.meta.upsert(ids=["fingerprint"], embeddings=[[1.0]], metadatas=[{"json": fp.to_json()}])
+        self._disk_state = self._on_disk()
 
     # ---------------------------------------------------------------- writes
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
@@ -206,6 +250,7 @@ class ChromaIndex(MultiVectorIndex):
             if dead:
                 self.landmarks.delete(where={"_lmk_gen": {"$in": dead}})
             self._remove_unnamed(ids, after, None if exclusive else now - STALE_SECONDS)
+            self._disk_state = self._on_disk()  # this object's own write: nothing to catch up with
 
     def _live_generations(self, ids: list[str]) -> dict[str, str]:
         got = self.docs.get(ids=ids, include=["metadatas"])
@@ -229,6 +274,7 @@ class ChromaIndex(MultiVectorIndex):
             if live:
                 self.landmarks.delete(where={"_lmk_gen": {"$in": list(live.values())}})
             self._remove_unnamed(ids, {}, None if exclusive else time.time() - STALE_SECONDS)
+            self._disk_state = self._on_disk()
 
     # ---------------------------------------------------------------- reads
     def _documents(self, ids: list[str]) -> dict[str, tuple[StoredDocument, str]]:
