@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .encoder import find_unencodable
-from .errors import InvalidInputError, PathNotFoundError
+from .errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, PathNotFoundError
 from .index.base import MultiVectorIndex
 
 logger = logging.getLogger("lmk_rag")
@@ -387,13 +387,17 @@ def stored_digests(index: MultiVectorIndex, ids: Sequence[str]) -> dict[str, str
     return {d.id: d.metadata.get("sha256") for d in index.get(list(ids))} if ids else {}
 
 
+# Errors no retry and no other document can get past: a full disk, a damaged index, bad input.
+STOPS_THE_RUN = (InvalidInputError, TypeError, InsufficientSpaceError, DamagedIndexError)
+
+
 def _retrying(step: Callable[[], Any], attempts: int, what: str) -> Any:
     """Run ``step``; on an error other than bad input, wait (0.5 s, 1 s, ...) and run it again,
     ``attempts`` times in all; the last error is raised."""
     for attempt in range(attempts):
         try:
             return step()
-        except (InvalidInputError, TypeError):
+        except STOPS_THE_RUN:
             raise
         except Exception as exc:
             if attempt == attempts - 1:
@@ -446,6 +450,8 @@ def write_files(
     try:
         _retrying(functools.partial(write, pairs), attempts, f"writing {len(pairs)} documents")
         return {}
+    except STOPS_THE_RUN:
+        raise
     except Exception as exc:  # noqa: BLE001 - narrowed down per document below
         if len(pairs) == 1:
             return {pairs[0][0].id: f"not written: {_reason(exc)}"}

@@ -589,6 +589,23 @@ def test_a_full_disk_is_one_line_not_a_bus_error(small_disk):
     again = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
     assert again.returncode == 0 and "tides.md" in again.stdout  # committed data survived
 
+    # Room to open but not to write: the ingest stops at its first write with one line (exit 2).
+    from lmk_rag.index.space import MARGIN_BYTES, OPEN_MARGIN_BYTES, unfilled_bytes
+
+    to_open = unfilled_bytes(disk / "idx", "vector_storage") + OPEN_MARGIN_BYTES
+    to_write = unfilled_bytes(disk / "idx") + MARGIN_BYTES
+    assert to_write > to_open + 16 * 2**20
+    _fill(disk, leave_mb=(to_open + to_write) // 2 // 2**20)
+    more = disk.parent / "more"
+    more.mkdir()
+    (more / "new.md").write_text("A new document about kettles and citric acid.")
+    stopped = cli_subprocess("ingest", str(more), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    assert stopped.returncode == 2 and "free to write" in stopped.stderr, (stopped.returncode, stopped.stderr[-2000:])
+    assert len(stopped.stderr.strip().splitlines()) == 1
+    (disk / "filler").unlink()
+    info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    assert json.loads(info.stdout)["documents"] == 5  # nothing lost, nothing half-written
+
 
 # ---------------------------------------------------------------- damaged index files (#38 item 7)
 @pytest.fixture(scope="module")
