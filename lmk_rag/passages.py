@@ -5,7 +5,7 @@ default) scores each landmark by its own similarity blended half and half with t
 neighbourhood (``radius`` landmarks on each side, clipped at the document's ends) and takes the
 best of those: a single landmark can peak on a passing mention of the query's words in another
 section, while the passage about the query lifts several neighbouring landmarks at once.
-``peak`` takes the single best landmark. Passage hit@1 for the default model (S50, k=32; research
+``peak`` takes the single best landmark. Passage hit@1 for the packaged model (v4, k=32; research
 log, "A passage rule that keeps in-domain"), ``peak`` -> ``region``: five out-of-domain dev
 domains 0.317 -> 0.337, in-domain Python-docs sections 0.407 -> 0.398, test domains 0.337 ->
 0.349 (128-token chunks 0.344), factoid needles in dev pages 0.637 -> 0.625 (one query of 80);

@@ -1,6 +1,6 @@
 """Issue #12's joint rule over candidate LMK models, applied to their dev and in-domain reports.
 
-    python benchmarks/ood_choose.py WORKDIR NAME...
+    python research/scripts/ood_choose.py WORKDIR NAME...
 
 Reads ``WORKDIR/dev-NAME/report.json`` (``lmk-rag eval --task domains:dev --passage peak,region``)
 and ``WORKDIR/sections-NAME/report.json`` (``--task sections``) for each candidate, prints a table

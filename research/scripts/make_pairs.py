@@ -1,10 +1,10 @@
 """Write the training pairs `lmk-rag train` would build, as JSONL, so several runs can share them.
 
-    LMK_DOCS_ROOT=... python benchmarks/make_pairs.py pairs.jsonl --domains train --max-pages-per-domain 500
-    LMK_DOCS_ROOT=... python benchmarks/make_pairs.py pairs-python.jsonl    # the Python docs' pairs alone
+    LMK_DOCS_ROOT=... python research/scripts/make_pairs.py pairs.jsonl --domains train --max-pages-per-domain 500
+    LMK_DOCS_ROOT=... python research/scripts/make_pairs.py pairs-python.jsonl    # the Python docs' pairs alone
 
 The same pairs as ``lmk-rag train --texts default --sections default --domains ...`` with the
-same window and seed options (``benchmarks/ood_pack.py pairs`` does this from a packed file on
+same window and seed options (``research/scripts/ood_pack.py pairs`` does this from a packed file on
 a machine without the documentation packages).
 """
 

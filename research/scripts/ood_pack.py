@@ -6,11 +6,11 @@ here into one xz-compressed JSON file; ``cli`` replays an unchanged ``lmk-rag`` 
 with the readers answering from that file, so the pairs, the tasks and the queries are the ones
 this machine would build.
 
-    python benchmarks/ood_pack.py pack sources.json.xz --max-pages 500
-    python benchmarks/ood_pack.py pairs sources.json.xz pairs.jsonl --domains train --max-pages-per-domain 500
-    python benchmarks/ood_pack.py cli sources.json.xz -- train --output runs/J --pairs pairs.jsonl ...
-    python benchmarks/ood_pack.py weights sources.json.xz MODEL_DIR weights.xz   # here
-    python benchmarks/ood_pack.py restore weights.xz MODEL_DIR                   # there
+    python research/scripts/ood_pack.py pack sources.json.xz --max-pages 500
+    python research/scripts/ood_pack.py pairs sources.json.xz pairs.jsonl --domains train --max-pages-per-domain 500
+    python research/scripts/ood_pack.py cli sources.json.xz -- train --output runs/J --pairs pairs.jsonl ...
+    python research/scripts/ood_pack.py weights sources.json.xz MODEL_DIR weights.xz   # here
+    python research/scripts/ood_pack.py restore weights.xz MODEL_DIR                   # there
 
 ``weights``/``restore`` carry the base model's weights under the device tool's 64 MiB cap: the
 matrices (word embeddings, linear layers) in bf16, which is what bf16 autocast training multiplies

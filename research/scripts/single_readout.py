@@ -12,21 +12,25 @@ token the same weight. This benchmark compares, on the dev domains and the in-do
 
 Queries are read out the same way as documents. Multi-vector scores do not change.
 
-    LMK_DOCS_ROOT=... python benchmarks/single_readout.py --task short       # dev sections of 32..256 tokens
-    LMK_DOCS_ROOT=... python benchmarks/single_readout.py --task sections    # dev pages, headings as queries
-    LMK_PYTHON_DOCS=... python benchmarks/single_readout.py --task in-domain  # the Python docs' sections task
+    LMK_DOCS_ROOT=... python research/scripts/single_readout.py --task short       # dev sections of 32..256 tokens
+    LMK_DOCS_ROOT=... python research/scripts/single_readout.py --task sections    # dev pages, headings as queries
+    LMK_PYTHON_DOCS=... python research/scripts/single_readout.py --task in-domain  # the Python docs' sections task
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the table printer
 from _tables import print_task_table
 
 from lmk_rag import LMKEncoder
