@@ -70,9 +70,9 @@ def test_every_command_of_the_readme_runs_as_written(tmp_path):
             )
             assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
             if words[1] == "search" and "--context" in words:
-                assert "[1] home_solar.md" in proc.stdout, proc.stdout
+                assert "[1] examples/sample_corpus/home_solar.md" in proc.stdout, proc.stdout
             elif words[1] == "search" and "--json" not in words:
-                assert proc.stdout.splitlines()[0].startswith("1. home_solar.md"), proc.stdout
+                assert proc.stdout.splitlines()[0].startswith("1. examples/sample_corpus/home_solar.md"), proc.stdout
             ran += 1
     assert ran >= 4
 

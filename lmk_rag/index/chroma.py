@@ -126,7 +126,7 @@ class ChromaIndex(MultiVectorIndex):
         if path is not None:
             path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.where = f"{'https' if ssl else 'http'}://{host}:{port}" if host is not None else str(path or DEFAULT_PATH)
-        server = {"host": host, "port": port, "ssl": ssl, "headers": headers}
+        server: dict[str, Any] = {"host": host, "port": port, "ssl": ssl, **({"headers": headers} if headers else {})}
         self._server = server if host is not None and client is None else None
         self.folder = Path(path or DEFAULT_PATH) if host is None and client is None else None
         self.overfetch = overfetch
