@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .backends import check_backend, load_backend, model_key, vectors_tag
 from .batching import iter_batches
 from .errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 from .landmarks import (
@@ -264,6 +265,11 @@ class LMKEncoder:
 
         self.device = resolve_device(given.device)
         self.dtype = resolve_dtype(given.dtype)
+        self.backend, self.quantize = check_backend(given.backend, given.quantize)
+        if self.backend != "torch" and self.device.type != "cpu":
+            raise InvalidInputError(
+                f"backend={self.backend!r} runs on the CPU; use backend='torch' on {self.device.type}"
+            )
         # A trained folder's offset (and LoRA, if any) applies after full fine-tuning too ("base_model": ".").
         self.adapter = path if folder is not None else None
         base = st.model_path if st is not None else (path if folder is None else resolve_base(path, folder))
@@ -276,6 +282,13 @@ class LMKEncoder:
             given.revision,
             self.adapter,
             landmark_token_id,
+        )
+        self._runner = load_backend(
+            self.model,
+            self.backend,
+            self.quantize,
+            self.dtype,
+            model_key(self.model_name, self.adapter, self.weights_digest, _lmk_version(), given.revision),
         )
         self._text_tokenizer = _text_tokenizer(self.tokenizer)
         self.special: SpecialTokens = special_tokens(self.tokenizer, landmark_token_id)
@@ -375,6 +388,7 @@ class LMKEncoder:
             landmark_token_id=self.special.landmark_id,
             adapter=self.adapter_name,
             weights=self.weights_digest,
+            backend=vectors_tag(self.backend, self.quantize),
             **recorded,
         )
 
@@ -613,10 +627,13 @@ class LMKEncoder:
             pin_mmap_threshold()  # a huge input: keep resident memory flat (see memory.py)
         with torch.inference_mode(), bar:
             for b in batches:
-                hidden = self.model(
-                    input_ids=b.input_ids.to(self.device),
-                    attention_mask=b.attention_mask.to(self.device),
-                ).last_hidden_state
+                if self._runner is not None:  # an exported model (ONNX Runtime, OpenVINO)
+                    hidden = self._runner(b.input_ids, b.attention_mask)
+                else:
+                    hidden = self.model(
+                        input_ids=b.input_ids.to(self.device),
+                        attention_mask=b.attention_mask.to(self.device),
+                    ).last_hidden_state
                 acc.add(hidden, b.index)
                 bar.update(b.n_tokens)
 
@@ -628,6 +645,12 @@ def _check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
 
 
 _WARNED_UNTRAINED: set[str] = set()
+
+
+def _lmk_version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def warn_unknown_words(texts: Sequence[str], tokenizer: Any) -> None:

@@ -19,6 +19,8 @@ from .pooling import LANDMARK_WEIGHTS, POOLING_MODES
 
 POOLINGS = POOLING_MODES
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
+BACKEND_NAMES = ("torch", "onnx", "openvino")
+QUANTIZE_NAMES = ("int8",)
 LAYOUTS = ("lmk", "sentence-transformers")
 #: ``granularity`` default: the trained model folder's recorded k, else 32.
 FROM_MODEL = "default"
@@ -66,6 +68,18 @@ class EncoderSettings:
     normalize: bool = setting(True, "L2-normalise the vectors.", fingerprint=True)
     device: str = setting("auto", "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     dtype: str = setting("fp32", "Precision of the model weights.", choices=DTYPE_NAMES)
+    backend: str = setting(
+        "torch",
+        "Where the forward pass runs: 'torch', or, on CPU, 'onnx' (ONNX Runtime) or 'openvino' (the model is "
+        "exported once and cached; pip install 'lmk-rag[onnx]' / 'lmk-rag[openvino]').",
+        choices=BACKEND_NAMES,
+    )
+    quantize: str | None = setting(
+        None,
+        "'int8' quantizes an exported model (onnx: dynamic int8; openvino: NNCF weight compression); an index "
+        "records it, since the vectors change.",
+        choices=QUANTIZE_NAMES,
+    )
     max_length: int | None = setting(
         None,
         "Window length in tokens (default: the model's trained limit); longer texts are encoded in "

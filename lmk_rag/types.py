@@ -80,6 +80,8 @@ class Fingerprint:
     landmark_weights: str = "equal"
     # A digest of a local model folder's weight files (models.weights_digest); None for hub ids.
     weights: str | None = None
+    # The backend, where it changes the vectors ("onnx-int8"); None for PyTorch and fp32 exports.
+    backend: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +116,8 @@ class Fingerprint:
         settings = {k: v for k, v in self.to_dict().items() if k in names and (v is not None or k == "granularity")}
         if settings.get("max_tokens") == 0:  # recorded as 0: no cap
             settings["max_tokens"] = None
+        if self.backend:  # "onnx-int8": queries must be encoded as the documents were
+            settings["backend"], settings["quantize"] = self.backend.split("-", 1)
         return settings
 
 

@@ -1,0 +1,241 @@
+"""Where the encoder's forward pass runs: PyTorch (the default), ONNX Runtime or OpenVINO.
+
+The model lmk-rag loaded (LoRA merged, landmark token set) is exported once to ONNX with the
+maintained exporter (``torch.onnx.export``, dynamic batch and length), optimised with ONNX
+Runtime's transformer fusions where the architecture has them, and optionally quantized to int8
+with ONNX Runtime's dynamic quantizer (``quantize="int8"``; OpenVINO's int8 is NNCF's weight
+compression). The files are cached under ``$LMK_RAG_CACHE`` (default ``~/.cache/lmk-rag``) by a
+key of the model, its weights and the library versions, written to a temporary folder first and
+moved into place whole, so a failed export leaves nothing half-written. Layout, windows and
+pooling stay lmk-rag's: a backend only turns token ids into hidden states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
+from .settings import BACKEND_NAMES, QUANTIZE_NAMES
+
+logger = logging.getLogger("lmk_rag")
+
+BACKENDS = BACKEND_NAMES
+QUANTIZE = QUANTIZE_NAMES
+# Transformer fusions ONNX Runtime knows, by Hugging Face model_type.
+_FUSIONS = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert", "mpnet": "bert"}
+_EXPORT_LOCK = threading.Lock()
+# Part of every cache key: a change to how models are exported or quantized makes new files.
+EXPORT_RECIPE = "opset17-eager-ortfused-int8-per-channel"
+
+HiddenStates = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def check_backend(backend: Any, quantize: Any) -> tuple[str, str | None]:
+    if backend not in BACKENDS:
+        raise InvalidInputError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if quantize is not None and quantize not in QUANTIZE:
+        raise InvalidInputError(f"quantize must be None or one of {QUANTIZE}, got {quantize!r}")
+    if quantize is not None and backend == "torch":
+        raise InvalidInputError(
+            "quantize='int8' runs on an exported model: give backend='onnx' or 'openvino' with it "
+            "(pip install 'lmk-rag[onnx]' or 'lmk-rag[openvino]')"
+        )
+    return backend, quantize
+
+
+def vectors_tag(backend: str, quantize: str | None) -> str | None:
+    """What an index records about the backend: only where it changes the vectors (int8)."""
+    return f"{backend}-{quantize}" if quantize else None
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("LMK_RAG_CACHE") or Path.home() / ".cache" / "lmk-rag").expanduser()
+
+
+def model_key(*parts: object) -> str:
+    """A cache key of the model and the versions that shape its export."""
+    import transformers
+
+    text = "|".join(str(p) for p in (*parts, torch.__version__, transformers.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def load_backend(
+    model: torch.nn.Module, backend: str, quantize: str | None, dtype: torch.dtype, key: str
+) -> HiddenStates | None:
+    """The function that turns (input_ids, attention_mask) into hidden states on ``backend``;
+    None for PyTorch (the encoder calls its model itself)."""
+    if backend == "torch":
+        return None
+    _require(backend)
+    onnx_path = exported_onnx(model, key, quantize if backend == "onnx" else None)
+    threads = torch.get_num_threads()
+    if backend == "onnx":
+        return _onnx_runner(onnx_path, threads)
+    return _openvino_runner(onnx_path, quantize, dtype, threads)
+
+
+def _require(backend: str) -> None:
+    needed = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}[backend]
+    for module in needed:
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"backend={backend!r} needs {module}: pip install 'lmk-rag[{backend}]'"
+            ) from exc
+
+
+def exported_onnx(model: torch.nn.Module, key: str, quantize: str | None) -> Path:
+    """The model's ONNX file (optimised; int8 when asked), exported once and cached."""
+    name = "model-int8.onnx" if quantize else "model.onnx"
+    folder = cache_root() / "onnx" / f"{key}-{hashlib.sha256(EXPORT_RECIPE.encode()).hexdigest()[:8]}"
+    target = folder / name
+    if target.is_file():
+        return target
+    with _EXPORT_LOCK:
+        if target.is_file():
+            return target
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
+        try:
+            plain = scratch / "model.onnx"
+            if (folder / "model.onnx").is_file():
+                shutil.copy2(folder / "model.onnx", plain)
+            else:
+                _export(model, plain)
+            if quantize:
+                _quantize(plain, scratch / name)
+            folder.mkdir(exist_ok=True)
+            for produced in scratch.iterdir():
+                os.replace(produced, folder / produced.name)  # each file appears whole or not at all
+        except MissingDependencyError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(
+                f"could not export the model to ONNX ({type(exc).__name__}: {exc}); use backend='torch' for it"
+            ) from exc
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+class _HiddenStates(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def _export(model: torch.nn.Module, path: Path) -> None:
+    logger.info("exporting the encoder to ONNX once: %s", path.parent)
+    config: Any = model.config
+    previous = getattr(config, "_attn_implementation", None)
+    setter = getattr(model, "set_attn_implementation", None)
+    try:
+        if callable(setter):
+            setter("eager")  # a graph ONNX Runtime can fuse; SDPA exports as a slower pattern
+        ids = torch.ones(2, 16, dtype=torch.long)
+        # The TorchScript exporter's deprecation and tracer notes are nothing a user can act on.
+        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                _HiddenStates(model).float().eval(),
+                (ids, torch.ones_like(ids)),
+                str(path),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["hidden"],
+                dynamic_axes={name: {0: "batch", 1: "length"} for name in ("input_ids", "attention_mask", "hidden")},
+                opset_version=17,
+                dynamo=False,
+            )
+    finally:
+        if callable(setter) and previous:
+            setter(previous)
+    fusion = _FUSIONS.get(getattr(config, "model_type", ""))
+    if fusion is not None:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        optimized = optimize_model(
+            str(path), model_type=fusion, num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+        )
+        optimized.save_model_to_file(str(path))
+
+
+def _quantize(source: Path, target: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        str(source),
+        str(target),
+        weight_type=QuantType.QInt8,
+        per_channel=True,  # per-tensor scales cost MiniLM's pooled vectors 0.89 cosine, per-channel 0.994
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused attention outputs have no inferred type
+    )
+
+
+def _feed(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, np.ndarray]:
+    return {"input_ids": input_ids.numpy().astype(np.int64), "attention_mask": attention_mask.numpy().astype(np.int64)}
+
+
+def _onnx_runner(path: Path, threads: int) -> HiddenStates:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        feed = {
+            "input_ids": input_ids.numpy().astype(np.int64),
+            "attention_mask": attention_mask.numpy().astype(np.int64),
+        }
+        return torch.from_numpy(session.run(None, feed)[0])
+
+    return run
+
+
+def _openvino_runner(path: Path, quantize: str | None, dtype: torch.dtype, threads: int) -> HiddenStates:
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(str(path))
+    if quantize:
+        try:
+            import nncf
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "backend='openvino' with quantize='int8' compresses weights with NNCF: pip install nncf"
+            ) from exc
+        model = nncf.compress_weights(model)
+    precision = "bf16" if dtype == torch.bfloat16 else "f16" if dtype == torch.float16 else "f32"
+    compiled = core.compile_model(
+        model, "CPU", {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads}
+    )
+    lock = threading.Lock()  # one compiled model, one request at a time
+
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        feed = {
+            "input_ids": input_ids.numpy().astype(np.int64),
+            "attention_mask": attention_mask.numpy().astype(np.int64),
+        }
+        with lock:
+            out = compiled(feed)[0]
+        return torch.from_numpy(np.asarray(out, dtype=np.float32))
+
+    return run
