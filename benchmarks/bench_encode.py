@@ -1,8 +1,13 @@
 """Encode throughput: lmk-rag vs sentence-transformers on the same model and texts.
 
-Prints texts/s and tokens/s for each, and the ratio. Texts are up to ~512 tokens, so the
-comparison is of batching and pooling, not of windowing. Both run under the same torch
-thread settings, in one process, on identical inputs.
+Prints texts/s and tokens/s for each, and the ratio. By default texts are up to ~512 tokens, so
+the comparison is of batching and pooling, not of windowing. ``--long``: long documents (dev-domain
+pages of 1,000-2,500 words with ``LMK_DOCS_ROOT``, else long texts from the sample corpus), lmk-rag's
+multi-vector encode (``encode_multi``, every landmark vector) against chunk-then-embed with
+sentence-transformers (the same model over 128-token chunks of the same documents), and the ratio.
+Both run under the same torch thread settings, in one process, on identical inputs, best of 2.
+
+    python benchmarks/bench_encode.py [--long] [--docs 24]
 """
 
 from __future__ import annotations
@@ -27,6 +32,41 @@ def timed(fn, repeats: int = 2) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def chunks_of(tokenizer, docs: list[str], size: int = 128) -> list[str]:
+    """Each document cut into pieces of ``size`` tokens (by the tokenizer's offsets), as a
+    chunk-then-embed pipeline would."""
+    out = []
+    for doc in docs:
+        offsets = tokenizer(doc, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        for start in range(0, len(offsets), size):
+            piece = offsets[start : start + size]
+            out.append(doc[piece[0][0] : piece[-1][1]])
+    return out
+
+
+def long_main(n_docs: int) -> None:
+    from bench_backends import long_documents
+    from sentence_transformers import SentenceTransformer
+
+    docs = long_documents(n_docs)
+    st = SentenceTransformer(str(packaged_model_path()), device="cpu")
+    lmk = LMKEncoder(device="cpu")
+    chunks = chunks_of(st.tokenizer, docs)
+    n_tokens = int(lmk.tokenize(docs).n_tokens.sum())
+    rows = [
+        ("sentence-transformers, 128-token chunks", timed(lambda: st.encode(chunks, batch_size=32))),
+        ("lmk-rag encode_multi (every landmark)", timed(lambda: lmk.encode_multi(docs))),
+    ]
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
+    print(f"{len(docs)} long documents, {n_tokens} tokens, {len(chunks)} chunks of 128 tokens")
+    base = rows[0][1]
+    for name, secs in rows:
+        print(f"{name:42s} {secs:7.2f} s  {n_tokens / secs:8.0f} tok/s  time vs chunk-then-embed x{secs / base:.2f}")
 
 
 def main(n: int = 512) -> None:
@@ -58,4 +98,10 @@ def main(n: int = 512) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--long", action="store_true", help="long documents vs 128-token chunk-then-embed")
+    parser.add_argument("--docs", type=int, default=24, help="long documents (default 24)")
+    args = parser.parse_args()
+    long_main(args.docs) if args.long else main()
