@@ -5,7 +5,38 @@ the character span it covers; long texts are encoded in overlapping windows, nev
 """
 
 from .encoder import LMKEncoder
+from .errors import (
+    DamagedIndexError,
+    IncompatibleIndexError,
+    IndexNotFoundError,
+    IndexUnavailableError,
+    InsufficientSpaceError,
+    InvalidInputError,
+    InvalidTypeError,
+    LMKError,
+    MissingDependencyError,
+    ModelLoadError,
+    NonFiniteVectorError,
+    PathNotFoundError,
+)
 from .types import Fingerprint, MultiVector
 
-__all__ = ["Fingerprint", "LMKEncoder", "MultiVector", "__version__"]
+__all__ = [
+    "DamagedIndexError",
+    "Fingerprint",
+    "IncompatibleIndexError",
+    "IndexNotFoundError",
+    "IndexUnavailableError",
+    "InsufficientSpaceError",
+    "InvalidInputError",
+    "InvalidTypeError",
+    "LMKEncoder",
+    "LMKError",
+    "MissingDependencyError",
+    "ModelLoadError",
+    "MultiVector",
+    "NonFiniteVectorError",
+    "PathNotFoundError",
+    "__version__",
+]
 __version__ = "0.1.0"

@@ -631,7 +631,7 @@ def shown_id(doc_id: str) -> str:
         return doc_id
 
 
-def _highlight(hit, tty: bool) -> str:
+def _highlight(hit: Any, tty: bool) -> str:
     """The matched span marked inside up to ``_CONTEXT_CHARS`` of its paragraph on each side, on one
     line: hard-wrapped text keeps its context (only a blank line ends it), cut at whole words."""
     text, (a, b) = hit.text, hit.span

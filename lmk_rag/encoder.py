@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -26,6 +26,7 @@ from .backends import check_backend, load_backend, model_key, vectors_tag
 from .batching import iter_batches
 from .errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 from .landmarks import (
+    Layout,
     TokenizedBatch,
     add_final_landmark,
     boundary_chunk_ends,
@@ -60,7 +61,7 @@ from .sentences import sentence_starts
 from .settings import FROM_MODEL, LAYOUTS, EncoderSettings
 from .st_folder import STFolder, is_st_folder, read_st_folder
 from .types import Fingerprint, MultiVector
-from .windows import build_sequences
+from .windows import Sequences, build_sequences
 
 logger = logging.getLogger("lmk_rag")
 
@@ -429,7 +430,7 @@ class LMKEncoder:
     def encode_query(self, query: str | Sequence[str], *, normalize: bool | None = None) -> np.ndarray:
         """A query -> (d,); a list of queries -> (n, d). Applies ``query_prefix``."""
         single = isinstance(query, str)
-        items = [query] if single else check_texts(query, "query")
+        items: list[str] = [query] if isinstance(query, str) else check_texts(query, "query")
         out = [enc.pooled for enc in self._encode_groups(items, self.query_prefix, False, None, False, normalize)]
         matrix = torch.cat(out).numpy() if out else np.zeros((0, self.dimension), dtype=np.float32)
         return matrix[0] if single else matrix
@@ -446,6 +447,7 @@ class LMKEncoder:
         items = check_texts(texts)
         results: list[MultiVector] = []
         for enc in self._encode_groups(items, self.document_prefix, True, batch_size, show_progress, normalize):
+            assert enc.vectors is not None  # asked for: want_vectors=True
             vectors = enc.vectors.numpy()
             pooled = enc.pooled.numpy()
             for i in range(len(enc.n_tokens)):
@@ -546,7 +548,7 @@ class LMKEncoder:
         ends, offsets = boundary_chunk_ends(batch, bounds)
         return split_long_chunks(ends, offsets, self.sentence_max_tokens)
 
-    def lay_out(self, texts: list[str], prefix: str = ""):
+    def lay_out(self, texts: list[str], prefix: str = "") -> tuple[TokenizedBatch, Layout, np.ndarray]:
         """Tokenise, truncate (if ``max_tokens``), chunk and lay out ``texts``."""
         batch = self.tokenize(texts, prefix)
         dropped = np.zeros(batch.n_texts, dtype=np.int64)
@@ -565,7 +567,15 @@ class LMKEncoder:
         layout = build_layout(batch, ends, chunk_offsets, self.special.landmark_id, self.special.cls_id)
         return batch, layout, dropped
 
-    def _encode_groups(self, texts, prefix, want_vectors, batch_size, show_progress, normalize):
+    def _encode_groups(
+        self,
+        texts: list[str],
+        prefix: str,
+        want_vectors: bool,
+        batch_size: int | None,
+        show_progress: bool | None,
+        normalize: bool | None,
+    ) -> Iterator[_Encoded]:
         for start in range(0, len(texts), _GROUP_SIZE):
             yield self._encode_group(
                 texts[start : start + _GROUP_SIZE], prefix, want_vectors, batch_size, show_progress, normalize
@@ -608,7 +618,7 @@ class LMKEncoder:
             windows=seqs.windows_per_text if len(seqs.text) else np.zeros(0, dtype=np.int64),
         )
 
-    def forward(self, seqs, acc: PoolingAccumulator, batch_size: int, show_progress: bool) -> None:
+    def forward(self, seqs: Sequences, acc: PoolingAccumulator, batch_size: int, show_progress: bool) -> None:
         """Run the encoder over all sequences, batch by batch, feeding the accumulator."""
         from tqdm.auto import tqdm
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -11,7 +12,7 @@ _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
 
 @lru_cache(maxsize=8)
-def _segmenter(language: str):
+def _segmenter(language: str) -> Any:
     import pysbd
 
     return pysbd.Segmenter(language=language, clean=False)

@@ -370,6 +370,17 @@ def test_errors_are_one_hierarchy():
     assert issubclass(InvalidInputError, ValueError) and issubclass(InvalidTypeError, TypeError)
 
 
+def test_every_error_class_is_importable_from_the_package_root():
+    import inspect
+
+    import lmk_rag
+    import lmk_rag.errors
+
+    classes = {n for n, o in vars(lmk_rag.errors).items() if inspect.isclass(o) and issubclass(o, LMKError)}
+    assert classes == set(lmk_rag.errors.__all__) and classes <= set(lmk_rag.__all__)
+    assert all(getattr(lmk_rag, name) is getattr(lmk_rag.errors, name) for name in classes)
+
+
 def test_a_file_name_that_is_not_utf8_is_reported_and_the_others_are_ingested(tmp_path):
     """Linux file names are bytes: one that is not UTF-8 cannot be a document id. It is listed as
     ignored with the fix, and the rest of the folder is ingested (it used to abort the run)."""

@@ -1,11 +1,13 @@
 """Multi-vector LMK indexes: the same API over Qdrant and Chroma."""
 
+from typing import Any
+
 from .base import SEARCH_MODES, Hit, MultiVectorIndex, StoredDocument
 from .copy import copy_index
 from .filters import FilterArg, parse_filter
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # Backends import their client libraries only when used.
     if name == "QdrantIndex":
         from .qdrant import QdrantIndex

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -89,7 +89,9 @@ def save_pairs(pairs: Sequence[Pair], path: str | Path) -> int:
     return len(pairs)
 
 
-def text_windows(texts: list[str], tokenize, min_tokens: int, max_tokens: int, seed: int) -> list[str]:
+def text_windows(
+    texts: list[str], tokenize: Callable[[list[str]], Any], min_tokens: int, max_tokens: int, seed: int
+) -> list[str]:
     """Cut documents into consecutive windows of min..max tokens (char slices via token offsets)."""
     rng = random.Random(seed)
     batch = tokenize(texts)

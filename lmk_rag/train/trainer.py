@@ -218,7 +218,9 @@ class LandmarkStudent(torch.nn.Module):
         self.landmark_id = landmark_id
         self.model.get_input_embeddings().register_forward_hook(self._add_delta)
 
-    def _add_delta(self, module, inputs, output):
+    def _add_delta(
+        self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
+    ) -> torch.Tensor:
         return output + (inputs[0] == self.landmark_id).unsqueeze(-1).to(output.dtype) * self.delta
 
     def trainable(self) -> list[torch.nn.Parameter]:
@@ -228,7 +230,7 @@ class LandmarkStudent(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
-def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]):
+def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]) -> tuple[Any, ...]:
     """Differentiable LMK pass: pooled (B, d), landmark states (M, d), chunk->text, layout."""
     _, layout, _ = enc.lay_out(texts)
     seqs = build_sequences(layout, enc.max_length, enc.window_overlap)
@@ -462,7 +464,9 @@ class Trainer:
             self.config.temperature,
         )
 
-    def _teacher_chunks(self, texts: list[str], text_of_chunk: torch.Tensor, layout, device) -> torch.Tensor:
+    def _teacher_chunks(
+        self, texts: list[str], text_of_chunk: torch.Tensor, layout: Any, device: torch.device
+    ) -> torch.Tensor:
         """The frozen base's embedding of each landmark's chunk read alone (what chunk-then-embed stores)."""
         chunk_texts = [texts[t][a:b] for t, (a, b) in zip(text_of_chunk.cpu().numpy(), layout.spans)]
         with self._autocast():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -90,7 +90,7 @@ class LMKVectorStore(VectorStore):
     def similarity_search(self, query: str, k: int = 4, filter: FilterArg = None, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
-    def _select_relevance_score_fn(self):
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
         return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
 
     def search_passages(
