@@ -8,6 +8,7 @@ under ``torch.inference_mode()`` -> pooling at landmark positions.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -51,6 +52,8 @@ from .models import (
 )
 from .pooling import (
     NEEDS_MEANS,
+    LandmarkWeights,
+    Pooling,
     PoolingAccumulator,
     check_landmark_weights,
     check_pooling,
@@ -58,12 +61,21 @@ from .pooling import (
     landmark_weights_of,
 )
 from .sentences import sentence_starts
-from .settings import FROM_MODEL, LAYOUTS, EncoderSettings
+from .settings import (
+    FROM_MODEL,
+    LAYOUTS,
+    Backend,
+    DType,
+    EncoderSettings,
+    LayoutName,
+    Quantize,
+)
 from .st_folder import STFolder, is_st_folder, read_st_folder
 from .types import Fingerprint, MultiVector
 from .windows import Sequences, build_sequences
 
 logger = logging.getLogger("lmk_rag")
+_SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(EncoderSettings))
 
 Granularity = int | str | Sequence[int] | None
 # Texts per pipeline group: bounds memory on huge inputs while keeping batches well sorted.
@@ -193,23 +205,54 @@ class LMKEncoder:
 
     Args:
         model: local folder or hub id; ``None`` is the packaged default.
-        **options: any field of :class:`~lmk_rag.settings.EncoderSettings` (pooling, granularity,
-            normalize, device, dtype, max_length, max_tokens, window_overlap, batch_size,
-            max_batch_tokens, query_prefix, document_prefix, layout, landmark_token_id,
-            sentence_max_tokens, sentence_language, seed, show_progress, trust_remote_code,
-            allow_pickle, revision); each is described there, with its default. ``pooling``,
-            ``granularity``, ``landmark_token_id``, the prefixes, ``layout`` and ``max_length`` left
-            unset take the model folder's values (an lmk-rag folder, or a sentence-transformers
-            folder named by path: its prompts, ``max_seq_length`` and LMK keys).
-            ``window_overlap=None`` shares about a quarter of a window, and at least one chunk
-            when a window holds three or more; rotary models may set ``max_length`` beyond their
-            trained length, absolute-position models may not.
+        pooling, granularity, normalize, device, dtype, backend, quantize, max_length,
+        max_tokens, window_overlap, batch_size, max_batch_tokens, query_prefix, document_prefix,
+        layout, landmark_token_id, landmark_weights, sentence_max_tokens, sentence_language, seed,
+        show_progress, trust_remote_code, allow_pickle, revision: the fields of
+            :class:`~lmk_rag.settings.EncoderSettings`, each described there with its default (a
+            test keeps this signature and those fields alike). ``pooling``, ``granularity``,
+            ``landmark_token_id``, the prefixes, ``layout`` and ``max_length`` left unset take the
+            model folder's values (an lmk-rag folder, or a sentence-transformers folder named by
+            path: its prompts, ``max_seq_length`` and LMK keys). ``window_overlap=None`` shares
+            about a quarter of a window, and at least one chunk when a window holds three or more;
+            rotary models may set ``max_length`` beyond their trained length, absolute-position
+            models may not. An unknown keyword is refused with the list of settings.
     """
 
-    def __init__(self, model: str | os.PathLike[str] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        pooling: Pooling | None = None,
+        granularity: Granularity = FROM_MODEL,
+        normalize: bool = True,
+        device: str = "auto",
+        dtype: DType = "fp32",
+        backend: Backend = "torch",
+        quantize: Quantize | None = None,
+        max_length: int | None = None,
+        max_tokens: int | None = None,
+        window_overlap: int | None = None,
+        batch_size: int = 32,
+        max_batch_tokens: int = 16384,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
+        layout: LayoutName | None = None,
+        landmark_token_id: int | None = None,
+        landmark_weights: LandmarkWeights | None = None,
+        sentence_max_tokens: int = 64,
+        sentence_language: str = "en",
+        seed: int = 0,
+        show_progress: bool = False,
+        trust_remote_code: bool = False,
+        allow_pickle: bool = False,
+        revision: str | None = None,
+        **unknown: NoReturn,
+    ) -> None:
+        options = {name: value for name, value in locals().items() if name in _SETTING_NAMES}
         if isinstance(model, os.PathLike):
-            model = os.fspath(model)
-        given = EncoderSettings.from_options({"model": model, **options})
+            options["model"] = os.fspath(model)
+        given = EncoderSettings.from_options({**options, **unknown})
         self.settings = given
         path, self.model_name = resolve_model_path(given.model)
         folder = load_folder_config(path)

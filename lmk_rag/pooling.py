@@ -16,26 +16,30 @@ or order. Positions come from the layout, never from token ids.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
 from .errors import InvalidInputError
 
-POOLING_MODES = ("lmk", "mean", "cls", "lmk+mean")
+Pooling = Literal["lmk", "mean", "cls", "lmk+mean"]
+LandmarkWeights = Literal["equal", "tokens"]
+POOLING_MODES: tuple[Pooling, ...] = typing.get_args(Pooling)
 # Poolings that need the per-chunk token means.
 NEEDS_MEANS = ("mean", "lmk+mean")
-LANDMARK_WEIGHTS = ("equal", "tokens")
+LANDMARK_WEIGHTS: tuple[LandmarkWeights, ...] = typing.get_args(LandmarkWeights)
 
 
-def check_pooling(pooling: str) -> str:
+def check_pooling(pooling: str) -> Pooling:
     if pooling not in POOLING_MODES:
         raise InvalidInputError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
     return pooling
 
 
-def check_landmark_weights(weights: str) -> str:
+def check_landmark_weights(weights: str) -> LandmarkWeights:
     if weights not in LANDMARK_WEIGHTS:
         raise InvalidInputError(f"landmark_weights must be one of {LANDMARK_WEIGHTS}, got {weights!r}")
     return weights

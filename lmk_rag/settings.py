@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InvalidTypeError
 from .pooling import LANDMARK_WEIGHTS, POOLING_MODES
@@ -26,6 +26,11 @@ LAYOUTS = ("lmk", "sentence-transformers")
 FROM_MODEL = "default"
 
 Granularity = int | str | list[int] | None
+# The allowed values as types, for the encoder's signature (a test keeps them equal to the tuples).
+DType = Literal["fp32", "fp16", "bf16"]
+Backend = Literal["torch", "onnx", "openvino"]
+Quantize = Literal["int8"]
+LayoutName = Literal["lmk", "sentence-transformers"]
 
 
 def setting(

@@ -71,6 +71,31 @@ def test_every_setting_is_written_once_and_derived_everywhere():
         LMKEncoder(granularty=64)
 
 
+def test_the_encoders_signature_names_every_setting_with_its_default_and_allowed_values():
+    """LMKEncoder's keyword arguments are EncoderSettings' fields, same order, same defaults; the
+    Literal types of its modes hold exactly the values the settings accept."""
+    import dataclasses
+    import inspect
+    import typing
+
+    from lmk_rag.settings import EncoderSettings
+
+    params = inspect.signature(LMKEncoder.__init__).parameters
+    named = [p for p in params.values() if p.name not in ("self", "unknown")]
+    fields = dataclasses.fields(EncoderSettings)
+    assert [p.name for p in named] == [f.name for f in fields]
+    assert all(p.default == f.default for p, f in zip(named, fields)), [
+        (p.name, p.default, f.default) for p, f in zip(named, fields) if p.default != f.default
+    ]
+    hints = typing.get_type_hints(LMKEncoder.__init__)
+    for f in fields:
+        choices = f.metadata["choices"]
+        if choices:
+            literal = [a for a in typing.get_args(hints[f.name]) if typing.get_origin(a) is typing.Literal]
+            literal = literal or [hints[f.name]]
+            assert typing.get_args(literal[0]) == tuple(choices), f.name
+
+
 def test_framework_classes_use_a_trained_folders_recorded_settings(k64_folder):
     from llama_index.embeddings.lmk import LMKEmbedding
 

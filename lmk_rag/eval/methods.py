@@ -17,6 +17,7 @@ from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..landmarks import build_layout, fixed_chunk_ends
 from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, check_passage_rule, locate_passage
+from ..pooling import Pooling, check_pooling
 from .tasks import RetrievalTask
 
 
@@ -73,7 +74,7 @@ class Method:
 class NativePooling(Method):
     """The model as usually used: ``[CLS] text [SEP]``, truncated to its window, CLS or mean."""
 
-    def __init__(self, pooling: str, **encoder_kwargs: Any) -> None:
+    def __init__(self, pooling: Pooling, **encoder_kwargs: Any) -> None:
         probe = LMKEncoder(**encoder_kwargs)
         limit = probe.trained_max_length - 2
         self.encoder = LMKEncoder(pooling=pooling, granularity=None, max_tokens=limit, **encoder_kwargs)
@@ -107,7 +108,7 @@ class LandmarkPooling(Method):
     def __init__(
         self,
         k: int | str,
-        readout: str = "lmk",
+        readout: Pooling = "lmk",
         passage: str | Sequence[str] = DEFAULT_PASSAGE_RULE,
         **encoder_kwargs: Any,
     ) -> None:
@@ -139,7 +140,7 @@ class LandmarkPooling(Method):
 class ChunkThenEmbed(Method):
     """Fixed n-token chunks embedded alone (native layout and pooling); doc = max or mean of chunks."""
 
-    def __init__(self, n: int, pooling: str = "mean", **encoder_kwargs: Any) -> None:
+    def __init__(self, n: int, pooling: Pooling = "mean", **encoder_kwargs: Any) -> None:
         self.encoder = LMKEncoder(pooling=pooling, granularity=None, **encoder_kwargs)
         self.n = n
 
@@ -191,7 +192,7 @@ METHOD_HELP = (
     "cls, mean, lmk:K (K an int or 'sentence'), lmkmean:K (the landmark layout read out as chunk token means), "
     "lmkmix:K (landmark state + chunk mean), chunk:N, bm25; add @MODEL to use another model"
 )
-_READOUT = {"lmk": "lmk", "lmkmean": "mean", "lmkmix": "lmk+mean"}
+_READOUT: dict[str, Pooling] = {"lmk": "lmk", "lmkmean": "mean", "lmkmix": "lmk+mean"}
 
 
 def parse_methods(
@@ -211,7 +212,7 @@ def parse_methods(
         kind, arg, model = m.groups()
         kwargs = {**encoder_kwargs, "model": model} if model else encoder_kwargs
         if kind in ("cls", "mean"):
-            method: Method = NativePooling(kind, **kwargs)
+            method: Method = NativePooling(check_pooling(kind), **kwargs)
         elif kind in _READOUT:
             k: int | str = 32 if arg is None else (arg if arg == "sentence" else int(arg))
             method = LandmarkPooling(k, readout=_READOUT[kind], passage=rules, **kwargs)

@@ -47,7 +47,7 @@ from ..lmk_folder import (
     lora_settings,
 )
 from ..models import DEFAULT_MODEL, load_model, resolve_model_path
-from ..pooling import check_landmark_weights, landmark_weights_of, weighted_text_means
+from ..pooling import LandmarkWeights, check_landmark_weights, landmark_weights_of, weighted_text_means
 from ..windows import build_sequences
 from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
 
@@ -314,7 +314,7 @@ class Trainer:
         weights = config.landmark_weights
         if weights is None and config.init_from and is_lmk_folder(config.init_from):
             weights = LMKFolderConfig.load(Path(config.init_from)).landmark_weights
-        self.landmark_weights = weights or "equal"
+        self.landmark_weights: LandmarkWeights = check_landmark_weights(weights or "equal")
         # Layout and teacher: the frozen base, shared with any encoder of the same model.
         self.enc = LMKEncoder(
             base_path,

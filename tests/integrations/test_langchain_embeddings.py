@@ -34,6 +34,9 @@ class TestLMKEmbeddingsIntegration(EmbeddingsIntegrationTests):
 
 
 def test_same_settings_share_one_encoder():
+    from lmk_rag.framework_fields import clear_encoder_cache
+
+    clear_encoder_cache()  # an encoder cached by an earlier test may hold a model since evicted
     a, b = LMKEmbeddings(device="cpu"), LMKEmbeddings(device="cpu")
     c = LMKEmbeddings(device="cpu", granularity=64)
     assert a.encoder is b.encoder and a.encoder is not c.encoder
