@@ -26,9 +26,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch
 
 from lmk_rag import LMKEncoder
-from lmk_rag.distributed import connect, ingest_with_ray
 from lmk_rag.index import QdrantIndex
 from lmk_rag.ingest import discover, ingest
+from lmk_rag.ingest.ray import connect, ingest_with_ray
 
 
 def corpus_folder(source: Path, max_docs: int, into: Path) -> Path:

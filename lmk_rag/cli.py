@@ -587,7 +587,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             "follow_symlinks": args.follow_symlinks,
         }
         if args.ray:
-            from .distributed import connect, ingest_with_ray
+            from .ingest.ray import connect, ingest_with_ray
 
             started_ray = connect(args.ray_address)
             options = {k: v for k, v in ray_options.items() if v is not None and k != "address"}

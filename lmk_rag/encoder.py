@@ -203,20 +203,17 @@ class LMKEncoder:
     >>> mv = enc.encode_multi(["a long text"])[0]
     >>> mv.pooled, mv.vectors, mv.spans          # (d,), (m, d), [(start, end), ...]
 
+    The keyword arguments are the fields of :class:`~lmk_rag.settings.EncoderSettings`, each
+    described there with its default (a test keeps this signature and those fields alike).
+    ``pooling``, ``granularity``, ``landmark_token_id``, the prefixes, ``layout`` and
+    ``max_length`` left unset take the model folder's values (an lmk-rag folder, or a
+    sentence-transformers folder named by path: its prompts, ``max_seq_length`` and LMK keys).
+    ``window_overlap=None`` shares about a quarter of a window, and at least one chunk when a
+    window holds three or more; rotary models may set ``max_length`` beyond their trained length,
+    absolute-position models may not. An unknown keyword is refused with the list of settings.
+
     Args:
         model: local folder or hub id; ``None`` is the packaged default.
-        pooling, granularity, normalize, device, dtype, backend, quantize, max_length,
-        max_tokens, window_overlap, batch_size, max_batch_tokens, query_prefix, document_prefix,
-        layout, landmark_token_id, landmark_weights, sentence_max_tokens, sentence_language, seed,
-        show_progress, trust_remote_code, allow_pickle, revision: the fields of
-            :class:`~lmk_rag.settings.EncoderSettings`, each described there with its default (a
-            test keeps this signature and those fields alike). ``pooling``, ``granularity``,
-            ``landmark_token_id``, the prefixes, ``layout`` and ``max_length`` left unset take the
-            model folder's values (an lmk-rag folder, or a sentence-transformers folder named by
-            path: its prompts, ``max_seq_length`` and LMK keys). ``window_overlap=None`` shares
-            about a quarter of a window, and at least one chunk when a window holds three or more;
-            rotary models may set ``max_length`` beyond their trained length, absolute-position
-            models may not. An unknown keyword is refused with the list of settings.
     """
 
     def __init__(

@@ -18,7 +18,7 @@ from .test_cli import CORPUS, cli, kill_after_commits, many_documents
 pytestmark = pytest.mark.slow  # a Ray cluster, actor pools that load the model, a server
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is part of [test]")
-from lmk_rag.distributed import ingest_with_ray  # noqa: E402 - after the importorskip
+from lmk_rag.ingest.ray import ingest_with_ray  # noqa: E402 - after the importorskip
 
 
 @pytest.fixture(scope="module")

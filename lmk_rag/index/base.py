@@ -420,7 +420,7 @@ class MultiVectorIndex(ABC):
     def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
         """How another process opens this same store: ("qdrant" | "chroma", constructor arguments
         without the encoder) for a server; None for an embedded or in-memory store, which only the
-        process holding it may write (see :func:`lmk_rag.distributed.reopen`)."""
+        process holding it may write (see :func:`lmk_rag.ingest.ray.reopen`)."""
         return None
 
     # ---------------------------------------------------------------- backend hooks

@@ -14,76 +14,22 @@ folder are never read.
 
 from __future__ import annotations
 
-import codecs
 import functools
 import hashlib
-import html.parser
 import logging
 import os
-import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .encoder import find_unencodable
-from .errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, PathNotFoundError
-from .index.base import MultiVectorIndex
+from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError
+from ..index.base import MultiVectorIndex
+from .discovery import _under, discover
+from .readers import read_document
 
 logger = logging.getLogger("lmk_rag")
-
-TEXT_SUFFIXES = {
-    ".txt",
-    ".md",
-    ".markdown",
-    ".rst",
-    ".adoc",
-    ".tex",
-    ".csv",
-    ".tsv",
-    ".json",
-    ".jsonl",
-    ".yaml",
-    ".yml",
-    ".toml",
-    ".ini",
-    ".cfg",
-    ".xml",
-    ".py",
-    ".pyi",
-    ".js",
-    ".jsx",
-    ".ts",
-    ".tsx",
-    ".java",
-    ".kt",
-    ".scala",
-    ".c",
-    ".h",
-    ".cc",
-    ".cpp",
-    ".hpp",
-    ".cs",
-    ".go",
-    ".rs",
-    ".rb",
-    ".php",
-    ".swift",
-    ".m",
-    ".r",
-    ".jl",
-    ".lua",
-    ".sh",
-    ".bash",
-    ".zsh",
-    ".sql",
-    ".css",
-    ".scss",
-    ".html",
-    ".htm",
-}
-HTML_SUFFIXES = {".html", ".htm"}
 
 
 @dataclass
@@ -129,198 +75,6 @@ class IngestSummary:
         return out
 
 
-class _HTMLText(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style"):
-            self._skip += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-        if tag in ("p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr"):
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
-
-
-def html_to_text(markup: str) -> str:
-    parser = _HTMLText()
-    parser.feed(markup)
-    return "".join(parser.parts)
-
-
-# Byte-order marks, longest first (the UTF-32 LE mark begins with the UTF-16 LE one).
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-
-
-def decode_text(raw: bytes) -> str:
-    """UTF-8, or UTF-16/32 and UTF-8 with a byte-order mark; ValueError for binary or other encodings."""
-    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
-    if encoding is None:
-        if b"\x00" in raw[:8192]:
-            raise InvalidInputError("binary file")
-        encoding = "utf-8"
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"not {encoding.upper().replace('-SIG', '')} (byte {exc.start})") from exc
-    if "\x00" in text[:8192]:
-        raise InvalidInputError("binary file")
-    return text
-
-
-def read_document(path: Path) -> tuple[str, bytes]:
-    """(text, raw bytes); ValueError with a reason for binary, undecodable or unreadable files."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"unreadable: {exc.strerror or exc}") from exc
-    if path.suffix.lower() == ".pdf":
-        return _pdf_text(path), raw
-    text = decode_text(raw)
-    if path.suffix.lower() in HTML_SUFFIXES:
-        text = html_to_text(text)
-    return text, raw
-
-
-def _pdf_text(path: Path) -> str:
-    try:
-        from pypdf import PdfReader
-    except ImportError as exc:
-        raise InvalidInputError("PDF needs the optional extra: pip install 'lmk-rag[pdf]'") from exc
-    try:
-        return "\n\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
-    except Exception as exc:
-        raise InvalidInputError(f"unreadable PDF: {exc}") from exc
-
-
-@dataclass
-class Discovery:
-    """What :func:`discover` found: (id, file) pairs to read, and paths passed over with why."""
-
-    files: list[tuple[str, Path]]
-    ignored: dict[str, str] = field(default_factory=dict)
-
-
-def _walk(root: Path, follow_symlinks: bool, excluded: set[Path], ignored: dict[str, str]) -> Iterator[Path]:
-    """Every entry below ``root`` in sorted order, hidden ones and excluded folders left out;
-    folder links are entered only when following links, each real folder once (no loops). A
-    folder that cannot be read (no permission, a path longer than the system allows) is listed
-    in ``ignored`` with the reason, and the walk goes on."""
-    seen: set[Path] = set()
-
-    def unreadable(exc: OSError) -> None:
-        ignored[_shown(exc.filename or root)] = f"folder not read: {exc.strerror or exc}"
-
-    for top, dirs, names in os.walk(root, followlinks=follow_symlinks, onerror=unreadable):
-        try:
-            real = Path(top).resolve()
-            if real in seen or real in excluded:
-                dirs[:] = []
-                continue
-            seen.add(real)
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(top) / d).resolve() not in excluded)
-            links = [d for d in dirs if (Path(top) / d).is_symlink() and not follow_symlinks]
-        except OSError as exc:
-            dirs[:] = []
-            ignored[_shown(top)] = f"folder not read: {exc.strerror or exc}"
-            continue
-        for name in sorted(names + links):
-            if not name.startswith("."):
-                yield Path(top) / name
-
-
-def _shown(path: str | os.PathLike[str]) -> str:
-    """A path as text for messages, whatever bytes its name holds."""
-    return os.fsencode(os.fspath(path)).decode("utf-8", "backslashreplace")
-
-
-def _regular_file(path: Path, root: Path | None, follow_symlinks: bool) -> str | None:
-    """None when ``path`` may be read, else why not (link out of the folder, loop, FIFO, ...)."""
-    try:
-        target = path.resolve(strict=True)
-        mode = target.stat().st_mode
-    except (OSError, RuntimeError) as exc:
-        return f"broken or looping symlink ({exc.__class__.__name__})" if path.is_symlink() else f"unreadable ({exc})"
-    if path.is_symlink() and not follow_symlinks and root is not None and not target.is_relative_to(root):
-        return f"symlink to {target}, outside the folder (pass --follow-symlinks to read it)"
-    if stat.S_ISDIR(mode):
-        return "symlink to a folder (pass --follow-symlinks to enter it)"
-    if not stat.S_ISREG(mode):
-        return "not a regular file (FIFO, socket or device)"
-    return None
-
-
-def discover(
-    paths: Sequence[str | Path],
-    suffixes: Iterable[str] = TEXT_SUFFIXES | {".pdf"},
-    *,
-    follow_symlinks: bool = False,
-    exclude: Iterable[str | Path] = (),
-) -> Discovery:
-    """(document id, file) pairs: ids are the files' absolute paths, links resolved (see the
-    module docstring), so one file reached twice (overlapping roots, a link) is one document.
-    Links leading out of a root are passed over unless ``follow_symlinks``; folders in ``exclude``
-    (the index's own) are not entered.
-    """
-    wanted = {s.lower() for s in suffixes}
-    excluded = {Path(e).resolve() for e in exclude}
-    found: dict[str, Path] = {}
-    ignored: dict[str, str] = {}
-
-    def keep(path: Path) -> None:
-        doc_id = document_id(path)
-        found.setdefault(doc_id, path)  # the same file reached twice is one document
-
-    for given in paths:
-        root = Path(given)
-        if not root.exists() and not root.is_symlink():
-            raise PathNotFoundError(f"no such file or folder: {given}")
-        if not root.is_dir():
-            reason = _regular_file(root, None, True)
-            if reason is not None:
-                raise InvalidInputError(f"cannot read {given}: {reason}")
-            if find_unencodable([str(root.resolve())]) is not None:
-                raise InvalidInputError(f"cannot read {given}: its path is not valid UTF-8 (document ids are text)")
-            keep(root)
-            continue
-        real_root = root.resolve()
-        for path in _walk(root, follow_symlinks, excluded, ignored):
-            shown = _shown(path)
-            try:
-                if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
-                    continue
-                reason = _regular_file(path, real_root, follow_symlinks)
-                if reason is not None:
-                    ignored[shown] = reason
-                elif path.suffix.lower() in wanted:
-                    if find_unencodable([document_id(path)]) is not None:  # an id is text: report it, ingest the rest
-                        ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
-                    else:
-                        keep(path)
-            except OSError as exc:  # e.g. a path longer than the system allows
-                ignored[shown] = f"not read: {exc.strerror or exc}"
-    return Discovery(sorted(found.items()), ignored)
-
-
-def document_id(path: Path) -> str:
-    """A file's document id: its absolute path with links resolved, in POSIX form."""
-    return path.resolve().as_posix()
-
-
 def adopt_legacy_ids(index: MultiVectorIndex, files: Sequence[tuple[str, Path]]) -> int:
     """Move the documents of ``files`` that an older lmk-rag stored under another id (the path
     relative to the folder given; found by their recorded ``source``) to the file's id, vectors
@@ -348,10 +102,6 @@ def adopt_legacy_ids(index: MultiVectorIndex, files: Sequence[tuple[str, Path]])
     if moved:
         logger.info("moved %d documents from the ids of an older lmk-rag (paths relative to a folder)", moved)
     return moved
-
-
-def _under(path: Path, roots: list[Path]) -> bool:
-    return any(path == r or path.is_relative_to(r) for r in roots)
 
 
 @dataclass

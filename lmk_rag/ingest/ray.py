@@ -26,14 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
-from .index.base import MultiVectorIndex
-from .ingest import (
+from ..errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
+from ..index.base import MultiVectorIndex
+from ..types import Fingerprint
+from .discovery import discover
+from .pipeline import (
     IngestSummary,
     ReadFile,
     adopt_legacy_ids,
     check_batch_docs,
-    discover,
     encode_files,
     prune_vanished,
     read_for_ingest,
@@ -41,7 +42,6 @@ from .ingest import (
     tally,
     write_files,
 )
-from .types import Fingerprint
 
 logger = logging.getLogger("lmk_rag")
 #: Calls each actor gets at least (when there are enough files), for an even finish.
@@ -77,7 +77,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
 
 def reopen(spec: tuple[str, dict[str, Any]], encoder: Any) -> MultiVectorIndex:
     """Open, in this process, the server index a :meth:`~MultiVectorIndex.reopen_spec` describes."""
-    from .index import ChromaIndex, QdrantIndex
+    from ..index import ChromaIndex, QdrantIndex
 
     kind, kwargs = spec
     if kind == "qdrant":
@@ -101,7 +101,7 @@ class _IngestActor:
     ) -> None:
         import torch
 
-        from .encoder import LMKEncoder
+        from ..encoder import LMKEncoder
 
         torch.set_num_threads(max(1, threads))
         self.encoder = LMKEncoder(**settings)
