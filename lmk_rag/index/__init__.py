@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from .base import SEARCH_MODES, Hit, MultiVectorIndex, StoredDocument
+from .base import SEARCH_MODES, Hit, MultiVectorIndex, SearchMode, StoredDocument
 from .copy import copy_index
 from .filters import FilterArg, parse_filter
 
@@ -27,6 +27,7 @@ __all__ = [
     "Hit",
     "MultiVectorIndex",
     "QdrantIndex",
+    "SearchMode",
     "StoredDocument",
     "copy_index",
     "parse_filter",

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import threading
+import typing
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,7 +37,8 @@ from .filters import (
     valid_metadata_key,
 )
 
-SEARCH_MODES = ("maxsim", "prefetch", "pooled", "hybrid")
+SearchMode = Literal["maxsim", "prefetch", "pooled", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = typing.get_args(SearchMode)
 # Backends that store BM25 vectors, named when another one is asked for mode="hybrid".
 HYBRID_BACKENDS = "QdrantIndex (embedded qdrant:PATH, a server via url=, or memory)"
 _ALLOWED_META = (str, int, float, bool)
@@ -266,7 +268,7 @@ class MultiVectorIndex(ABC):
             )
         return parsed
 
-    def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str, text: bool = True) -> str:
+    def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str, text: bool = True) -> SearchMode:
         """Validate the search arguments; returns the mode to run (None: the backend's default,
         :attr:`default_mode`, or :attr:`vector_default_mode` for a query given as a vector)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -278,7 +280,7 @@ class MultiVectorIndex(ABC):
                 f"mode='hybrid' needs BM25 sparse vectors, which {type(self).__name__} does not store; "
                 f"use {HYBRID_BACKENDS}, or one of {self.modes}"
             )
-        if mode not in self.modes:
+        if mode not in self.modes or mode not in SEARCH_MODES:
             raise InvalidInputError(f"mode must be one of {self.modes} for {type(self).__name__}, got {mode!r}")
         if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
             raise InvalidInputError(f"neighbours must be an int >= 0, got {neighbours!r}")
@@ -291,7 +293,7 @@ class MultiVectorIndex(ABC):
         k: int = 4,
         *,
         filter: FilterArg = None,
-        mode: str | None = None,
+        mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
@@ -301,11 +303,11 @@ class MultiVectorIndex(ABC):
         ``mode``: one of the backend's :attr:`modes`; None is its :attr:`default_mode`."""
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
-        mode = self._check_search(k, mode, neighbours, passage)
+        run_mode = self._check_search(k, mode, neighbours, passage)
         where = self._check_filter(filter)
         q = self.encoder.encode_query(query)
         with self._backend():
-            return self._search(q, k, where, mode, PassageRequest(passage, neighbours), text=query)
+            return self._search(q, k, where, run_mode, PassageRequest(passage, neighbours), text=query)
 
     def search_by_vector(
         self,
@@ -313,13 +315,13 @@ class MultiVectorIndex(ABC):
         k: int = 4,
         *,
         filter: FilterArg = None,
-        mode: str | None = None,
+        mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """Like :meth:`search` for a query vector already encoded by this index's encoder
         (not ``hybrid``, which needs the query's text: the default is :attr:`vector_default_mode`)."""
-        mode = self._check_search(k, mode, neighbours, passage, text=False)
+        run_mode = self._check_search(k, mode, neighbours, passage, text=False)
         vector = np.asarray(q, dtype=np.float32)
         if vector.shape != (self.encoder.dimension,) or not np.isfinite(vector).all():
             raise InvalidInputError(
@@ -327,7 +329,7 @@ class MultiVectorIndex(ABC):
             )
         where = self._check_filter(filter)
         with self._backend():
-            return self._search(vector, k, where, mode, PassageRequest(passage, neighbours))
+            return self._search(vector, k, where, run_mode, PassageRequest(passage, neighbours))
 
     def context(
         self,
@@ -336,7 +338,7 @@ class MultiVectorIndex(ABC):
         *,
         k: int | None = None,
         where: FilterArg = None,
-        mode: str | None = None,
+        mode: SearchMode | None = None,
         token_counter: Callable[[str], int] | None = None,
         rule: ContextRule | None = None,
     ) -> list[Passage]:
@@ -424,10 +426,10 @@ class MultiVectorIndex(ABC):
         return None
 
     # ---------------------------------------------------------------- backend hooks
-    modes: tuple[str, ...] = SEARCH_MODES
-    default_mode: str = "maxsim"
+    modes: tuple[SearchMode, ...] = SEARCH_MODES
+    default_mode: SearchMode = "maxsim"
     #: The default for a query given as a vector (``hybrid`` needs the text).
-    vector_default_mode: str = "maxsim"
+    vector_default_mode: SearchMode = "maxsim"
     # Which backends' own filter objects (:class:`~lmk_rag.index.filters.NativeFilter`) this one runs.
     native_filters: tuple[str, ...] = ()
     #: The embedded store's folder (None for a server or memory): ingest never reads inside it.
@@ -441,7 +443,13 @@ class MultiVectorIndex(ABC):
 
     @abstractmethod
     def _search(
-        self, q: np.ndarray, k: int, where: ParsedFilter, mode: str, passage: PassageRequest, text: str | None = None
+        self,
+        q: np.ndarray,
+        k: int,
+        where: ParsedFilter,
+        mode: SearchMode,
+        passage: PassageRequest,
+        text: str | None = None,
     ) -> list[Hit]: ...
 
     @abstractmethod

@@ -38,7 +38,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors, make_hit
+from .base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors, make_hit
 from .filters import NativeFilter, ParsedFilter, to_chroma_where
 
 _ROWS_PER_WRITE = 2000
@@ -325,7 +325,13 @@ class ChromaIndex(MultiVectorIndex):
         return out
 
     def _search(
-        self, q: np.ndarray, k: int, where: ParsedFilter, mode: str, passage: PassageRequest, text: str | None = None
+        self,
+        q: np.ndarray,
+        k: int,
+        where: ParsedFilter,
+        mode: SearchMode,
+        passage: PassageRequest,
+        text: str | None = None,
     ) -> list[Hit]:
         assert not isinstance(where, NativeFilter)  # refused by MultiVectorIndex._check_filter
         user = None if where is None else to_chroma_where(where)

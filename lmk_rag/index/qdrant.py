@@ -25,7 +25,7 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, PassageRequest, StoredDocument, hit_from_vectors
+from .base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
 from .filters import ParsedFilter
 from .fusion import check_fusion, fuse
 from .qdrant_client_store import ClientStore, auth_error, check_cluster_options, is_connection_error, open_local_mode
@@ -291,7 +291,13 @@ class QdrantIndex(MultiVectorIndex):
         return max(self.prefetch_limit or default_prefetch_limit(k, self._corpus_size()), k)
 
     def _search(
-        self, q: np.ndarray, k: int, where: ParsedFilter, mode: str, passage: PassageRequest, text: str | None = None
+        self,
+        q: np.ndarray,
+        k: int,
+        where: ParsedFilter,
+        mode: SearchMode,
+        passage: PassageRequest,
+        text: str | None = None,
     ) -> list[Hit]:
         vector = q.tolist()
         if mode != "hybrid":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langchain_core.documents import Document
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage
-from lmk_rag.index import FilterArg, Hit, MultiVectorIndex, StoredDocument
+from lmk_rag.index import FilterArg, Hit, MultiVectorIndex, SearchMode, StoredDocument
 
 
 def hit_to_document(hit: Hit | StoredDocument) -> Document:
@@ -38,7 +38,7 @@ def context_documents(
     k: int,
     max_tokens: int,
     filter: FilterArg,
-    mode: str | None,
+    mode: SearchMode | None,
 ) -> list[Document]:
     """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``,
     from the ``max(k, CONTEXT_DOCUMENTS)`` best documents (what both LangChain retrievers return)."""

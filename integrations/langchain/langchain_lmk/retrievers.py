@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from lmk_rag.index import MultiVectorIndex
+from lmk_rag.index import MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .documents import context_documents, hit_to_document, hit_to_passage
@@ -35,7 +35,7 @@ class LMKRetriever(BaseRetriever):
         default="context", description="The token-budgeted context, each document's best passage, or whole documents."
     )
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
-    search_mode: str | None = Field(
+    search_mode: SearchMode | None = Field(
         default=None,
         description="Index search mode (index.modes: prefetch, maxsim, pooled, hybrid for Qdrant; maxsim, pooled "
         "for Chroma); None: the index's default.",

@@ -12,7 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
-from lmk_rag.index import FilterArg, MultiVectorIndex
+from lmk_rag.index import FilterArg, MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .documents import context_documents, hit_to_document, hit_to_passage
@@ -36,7 +36,7 @@ class LMKVectorStore(VectorStore):
             store.similarity_search("a question", k=4)
     """
 
-    def __init__(self, index: MultiVectorIndex, search_mode: str | None = None) -> None:
+    def __init__(self, index: MultiVectorIndex, search_mode: SearchMode | None = None) -> None:
         if not isinstance(index, MultiVectorIndex):
             raise InvalidTypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
         if search_mode is not None and search_mode not in index.modes:
@@ -191,7 +191,7 @@ class LMKVectorStore(VectorStore):
         api_key: str | None = None,
         location: str | None = None,
         collection_name: str = "lmk",
-        search_mode: str | None = None,
+        search_mode: SearchMode | None = None,
         **kwargs: Any,
     ) -> LMKVectorStore:
         """Build a store and add ``texts``, as langchain-qdrant's ``from_texts`` does: into ``index``,
@@ -230,7 +230,7 @@ class LMKVectorStore(VectorStore):
         path: str | None = None,
         url: str | None = None,
         api_key: str | None = None,
-        search_mode: str | None = None,
+        search_mode: SearchMode | None = None,
     ) -> LMKVectorStore:
         """The store over a Qdrant collection lmk-rag wrote before (``path``: embedded; ``url``: a
         server), opened with the encoder its fingerprint records. A collection that does not exist,

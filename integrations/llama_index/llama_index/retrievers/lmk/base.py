@@ -13,7 +13,7 @@ from llama_index.retrievers.lmk.filters import to_lmk_filter
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
-from lmk_rag.index import Hit, MultiVectorIndex
+from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 
 RETRIEVER_MODES = ("context", "passage")
@@ -125,7 +125,7 @@ class LMKRetriever(BaseRetriever):
         *,
         mode: str = "context",
         max_tokens: int = 512,
-        search_mode: str | None = None,
+        search_mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
         filters: MetadataFilters | dict[str, Any] | None = None,

@@ -28,7 +28,7 @@ from llama_index.retrievers.lmk.filters import to_lmk_filter
 
 from lmk_rag.context import CONTEXT_DOCUMENTS
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
-from lmk_rag.index import MultiVectorIndex
+from lmk_rag.index import MultiVectorIndex, SearchMode
 
 logger = logging.getLogger("lmk_rag")
 
@@ -83,7 +83,7 @@ class LMKVectorStore(BasePydanticVectorStore):
         default="context", description="The token-budgeted context, or each document's best passage."
     )
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
-    search_mode: str | None = Field(
+    search_mode: SearchMode | None = Field(
         default=None, description="The index's search mode (index.modes); None: its default (hybrid on Qdrant)."
     )
     _index: MultiVectorIndex = PrivateAttr()
@@ -206,7 +206,7 @@ class LMKVectorStore(BasePydanticVectorStore):
             nodes=nodes, similarities=[float(f.score or 0.0) for f in found], ids=[n.node_id for n in nodes]
         )
 
-    def _search_mode(self, mode: VectorStoreQueryMode) -> str | None:
+    def _search_mode(self, mode: VectorStoreQueryMode) -> SearchMode | None:
         if mode == VectorStoreQueryMode.DEFAULT:
             return self.search_mode
         if mode == VectorStoreQueryMode.HYBRID:
