@@ -43,6 +43,7 @@ HiddenStates = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def check_backend(backend: Any, quantize: Any) -> tuple[str, str | None]:
+    """The backend and quantization checked: a known backend, int8 only on an exported model."""
     if backend not in BACKENDS:
         raise InvalidInputError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if quantize is not None and quantize not in QUANTIZE:
@@ -61,6 +62,7 @@ def vectors_tag(backend: str, quantize: str | None) -> str | None:
 
 
 def cache_root() -> Path:
+    """Where exported models are cached: ``$LMK_RAG_CACHE``, else ``~/.cache/lmk-rag``."""
     return Path(os.environ.get("LMK_RAG_CACHE") or Path.home() / ".cache" / "lmk-rag").expanduser()
 
 

@@ -85,13 +85,16 @@ class Fingerprint:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fingerprint as a plain dict (what an index stores)."""
         return asdict(self)
 
     def to_json(self) -> str:
+        """The fingerprint as JSON with sorted keys."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
+        """A fingerprint from a stored dict; keys this version does not know are ignored."""
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         if isinstance(known.get("granularity"), list):
             known["granularity"] = list(known["granularity"])

@@ -46,6 +46,8 @@ _ALLOWED_META = (str, int, float, bool)
 
 @dataclass(frozen=True)
 class StoredDocument:
+    """A document as stored: its id, text, metadata and each landmark's character span."""
+
     id: str
     text: str
     metadata: dict[str, Any]
@@ -72,6 +74,7 @@ class Hit:
 
 
 def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> list[dict[str, Any]]:
+    """One metadata dict per text, checked: keys every backend keeps, flat finite values; None gives empty dicts."""
     if metadatas is None:
         return [{} for _ in range(n)]
     items = list(metadatas)
@@ -144,6 +147,8 @@ def hit_from_vectors(
 def make_hit(
     doc: StoredDocument, score: float, landmark: int, passage: PassageRequest, sims: np.ndarray | None = None
 ) -> Hit:
+    """The hit of ``doc`` with its passage at ``landmark`` (widened by ``passage.neighbours``)
+    and, when known, the landmark scores ``sims``."""
     spans = doc.spans or [(0, len(doc.text))]
     landmark = min(landmark, len(spans) - 1)
     lo, hi = max(0, landmark - passage.neighbours), min(len(spans) - 1, landmark + passage.neighbours)

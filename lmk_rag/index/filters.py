@@ -74,10 +74,12 @@ ParsedFilter = FilterNode | NativeFilter | None
 
 
 def valid_metadata_key(key: object) -> bool:
+    """True for a key every backend stores and filters alike (see METADATA_KEY_RULE)."""
     return isinstance(key, str) and bool(key) and not key.startswith("_lmk") and '"' not in key and "\\" not in key
 
 
 def check_int_range(value: int, name: str) -> None:
+    """Refuse an int a store would not give back as an int (outside signed 64 bits), naming ``name``."""
     if not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
         raise InvalidInputError(f"{name} is {value}: integers must fit in 64 bits (signed); store it as a str")
 
@@ -215,15 +217,19 @@ def to_chroma_where(node: FilterNode) -> dict[str, Any]:
 class QdrantFilterVocabulary(Protocol):
     """The filter classes of one Qdrant API (qdrant-client models or qdrant-edge-py)."""
 
-    def match(self, key: str, value: str | bool) -> Any: ...
+    def match(self, key: str, value: str | bool) -> Any:
+        """A condition that the payload at ``key`` equals ``value``."""
 
-    def match_any(self, key: str, values: list[str]) -> Any: ...
+    def match_any(self, key: str, values: list[str]) -> Any:
+        """A condition that the payload at ``key`` is one of ``values``."""
 
-    def range(self, key: str, **bounds: float) -> Any: ...
+    def range(self, key: str, **bounds: float) -> Any:
+        """A numeric range condition on ``key`` (``gt``, ``gte``, ``lt``, ``lte``)."""
 
     def filter(
         self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
-    ) -> Any: ...
+    ) -> Any:
+        """A filter of conditions that must all, should (any), or must not hold."""
 
 
 def to_qdrant_filter(node: FilterNode, vocab: QdrantFilterVocabulary, path: Any) -> Any:

@@ -199,6 +199,7 @@ class QdrantIndex(MultiVectorIndex):
 
     @property
     def quantization(self) -> str | None:
+        """The landmark vectors' quantization (``int8``, ``binary`` or None), fixed when the collection was created."""
         return self.store.quantization
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:

@@ -40,6 +40,7 @@ class VerifyReport:
     rebuilt: str | None = None  # where the damaged folder was kept, when the index was rebuilt
 
     def line(self) -> str:
+        """The report as one line for the command line."""
         out = f"verified {self.checked} documents: {len(self.reencoded)} re-encoded (damaged vectors)"
         if self.rebuilt:
             out += f"; the index was rebuilt, the damaged one kept at {self.rebuilt}"

@@ -34,6 +34,9 @@ logger = logging.getLogger("lmk_rag")
 
 @dataclass
 class IngestSummary:
+    """What an ingest did: documents added, updated, skipped, pruned, failed (with reasons) and
+    ignored (with reasons), landmarks, tokens and time."""
+
     added: int = 0
     updated: int = 0
     skipped: int = 0
@@ -62,6 +65,7 @@ class IngestSummary:
         }
 
     def lines(self) -> list[str]:
+        """The summary as the command line prints it: one line, then a line per failed or ignored file."""
         rate = self.tokens / self.seconds if self.seconds else 0.0
         nodes = len(self.ray_nodes)
         on_ray = f"; ran on {nodes} Ray node{'s' if nodes != 1 else ''}" if nodes else ""
@@ -227,6 +231,7 @@ def tally(summary: IngestSummary, files: Sequence[ReadFile], multis: Sequence[An
 
 
 def check_batch_docs(batch_docs: Any) -> None:
+    """Refuse a batch size that is not an int >= 1."""
     if isinstance(batch_docs, bool) or not isinstance(batch_docs, int) or batch_docs < 1:
         raise InvalidInputError(f"batch_docs must be an int >= 1, got {batch_docs!r}")
 

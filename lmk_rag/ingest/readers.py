@@ -85,6 +85,7 @@ class _HTMLText(html.parser.HTMLParser):
 
 
 def html_to_text(markup: str) -> str:
+    """The text of an HTML page: scripts and styles dropped, block elements on their own lines."""
     parser = _HTMLText()
     parser.feed(markup)
     return "".join(parser.parts)

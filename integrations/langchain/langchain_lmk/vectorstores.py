@@ -56,38 +56,45 @@ class LMKVectorStore(VectorStore):
 
     @property
     def embeddings(self) -> Embeddings | None:
-        return None  # the index encodes with its own LMKEncoder (self.index.encoder)
+        """None: the index encodes texts and queries with its own LMKEncoder (``self.index.encoder``)."""
+        return None
 
     def add_texts(
         self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
     ) -> list[str]:
+        """Store texts whole, each as landmark vectors; returns their ids (given, or new ones)."""
         texts = list(texts)
         if ids is not None:
             ids = [i if i is not None else _new_id() for i in ids]
         return self.index.add(texts, ids=ids, metadatas=metadatas)
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        """Store documents whole (``Document.id`` kept, or ``ids=``); returns their ids."""
         ids = kwargs.pop("ids", None)
         if ids is None:
             ids = [doc.id or _new_id() for doc in documents]
         return self.add_texts([d.page_content for d in documents], [dict(d.metadata) for d in documents], ids=ids)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Remove the documents with these ids (missing ones are not an error)."""
         if ids is None:
             raise InvalidInputError("delete needs ids; to drop everything, delete the index's collection")
         self.index.delete(ids)
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents for the ids that exist, metadata unchanged."""
         return [hit_to_document(d) for d in self.index.get(list(ids))]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: FilterArg = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
+        """The ``k`` best whole documents with their MaxSim scores (``filter`` as in lmk_rag.index.filters)."""
         hits = self.index.search(query, k=k, filter=filter, mode=kwargs.get("search_mode", self.search_mode))
         return [(hit_to_document(h), h.score) for h in hits]
 
     def similarity_search(self, query: str, k: int = 4, filter: FilterArg = None, **kwargs: Any) -> list[Document]:
+        """The ``k`` best whole documents for ``query``."""
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:

@@ -43,6 +43,7 @@ class StoreEncodesEmbedding(BaseEmbedding):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this class under."""
         return "StoreEncodesEmbedding"
 
     def _get_query_embedding(self, query: str) -> Embedding:
@@ -98,10 +99,12 @@ class LMKVectorStore(BasePydanticVectorStore):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this class under."""
         return "LMKVectorStore"
 
     @property
     def client(self) -> MultiVectorIndex:
+        """The lmk-rag index behind the store (LlamaIndex's name for it)."""
         return self._index
 
     @property
