@@ -13,16 +13,13 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import platform
-import time
-from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
-import torch
 from _texts import varied_texts
+from _timing import machine_line, timed
 
 from lmk_rag import LMKEncoder
 
@@ -48,16 +45,6 @@ def long_documents(n: int) -> list[str]:
     return [" ".join(varied_texts(6, max_words=380, seed=i)) for i in range(n)]
 
 
-def best_of(fn: Callable[[], object], repeats: int, warm: Callable[[], object]) -> float:
-    warm()  # warm-up (and, for an exported backend, the first session run)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.atleast_2d(a), np.atleast_2d(b)
     return float(((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).min())
@@ -74,10 +61,7 @@ def main() -> None:
     tokens = {
         name: int(reference.tokenize(texts).n_tokens.sum()) for name, texts in (("long", long_docs), ("short", short))
     }
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads"
-    )
+    print(machine_line())
     print(f"long: {len(long_docs)} documents, {tokens['long']} tokens")
     print(f"short: {len(short)} texts, {tokens['short']} tokens")
     ref_long = reference.encode_multi(long_docs)
@@ -94,8 +78,8 @@ def main() -> None:
             continue
         warm = functools.partial(encoder.encode, short[:8])
         secs = {
-            "long": best_of(functools.partial(encoder.encode_multi, long_docs), args.repeats, warm),
-            "short": best_of(functools.partial(encoder.encode_multi, short), args.repeats, warm),
+            "long": timed(functools.partial(encoder.encode_multi, long_docs), args.repeats, warm),
+            "short": timed(functools.partial(encoder.encode_multi, short), args.repeats, warm),
         }
         base = base or secs
         got = encoder.encode_multi(long_docs)

@@ -13,25 +13,13 @@ Both run under the same torch thread settings, in one process, on identical inpu
 from __future__ import annotations
 
 import os
-import platform
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-import torch
 from _texts import varied_texts
+from _timing import machine_line, timed
 
 from lmk_rag import LMKEncoder
 from lmk_rag.models import packaged_model_path
-
-
-def timed(fn, repeats: int = 2) -> float:
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def chunks_of(tokenizer, docs: list[str], size: int = 128) -> list[str]:
@@ -59,10 +47,7 @@ def long_main(n_docs: int) -> None:
         ("sentence-transformers, 128-token chunks", timed(lambda: st.encode(chunks, batch_size=32))),
         ("lmk-rag encode_multi (every landmark)", timed(lambda: lmk.encode_multi(docs))),
     ]
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads"
-    )
+    print(machine_line())
     print(f"{len(docs)} long documents, {n_tokens} tokens, {len(chunks)} chunks of 128 tokens")
     base = rows[0][1]
     for name, secs in rows:
@@ -84,10 +69,7 @@ def main(n: int = 512) -> None:
         ("lmk-rag encode pooling=mean, native layout", timed(lambda: mean.encode(texts))),
         ("lmk-rag encode pooling=lmk, k=32", timed(lambda: lmk.encode(texts))),
     ]
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads"
-    )
+    print(machine_line())
     print(f"{n} texts, {n_tokens} content tokens (mean {n_tokens / n:.0f}/text)")
     base = rows[0][1]
     for name, secs in rows:
