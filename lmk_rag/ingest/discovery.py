@@ -89,9 +89,10 @@ def discover(
     found: dict[str, Path] = {}
     ignored: dict[str, str] = {}
 
-    def keep(path: Path) -> None:
+    def text_id(path: Path) -> str | None:
+        """The file's document id, None where its path is not valid UTF-8 (an id is text)."""
         doc_id = document_id(path)
-        found.setdefault(doc_id, path)  # the same file reached twice is one document
+        return None if find_unencodable([doc_id]) is not None else doc_id
 
     for given in paths:
         root = Path(given)
@@ -101,9 +102,10 @@ def discover(
             reason = _regular_file(root, None, True)
             if reason is not None:
                 raise InvalidInputError(f"cannot read {given}: {reason}")
-            if find_unencodable([str(root.resolve())]) is not None:
+            doc_id = text_id(root)
+            if doc_id is None:
                 raise InvalidInputError(f"cannot read {given}: its path is not valid UTF-8 (document ids are text)")
-            keep(root)
+            found.setdefault(doc_id, root)  # the same file reached twice is one document
             continue
         real_root = root.resolve()
         for path in _walk(root, follow_symlinks, excluded, ignored):
@@ -115,10 +117,11 @@ def discover(
                 if reason is not None:
                     ignored[shown] = reason
                 elif path.suffix.lower() in wanted:
-                    if find_unencodable([document_id(path)]) is not None:  # an id is text: report it, ingest the rest
+                    doc_id = text_id(path)
+                    if doc_id is None:  # report it, ingest the rest
                         ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
                     else:
-                        keep(path)
+                        found.setdefault(doc_id, path)
             except OSError as exc:  # e.g. a path longer than the system allows
                 ignored[shown] = f"not read: {exc.strerror or exc}"
     return Discovery(sorted(found.items()), ignored)
