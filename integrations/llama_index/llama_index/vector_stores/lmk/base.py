@@ -180,7 +180,8 @@ class LMKVectorStore(BasePydanticVectorStore):
         ids = [_document_of(n) for n in node_ids] if node_ids is not None else []
         if filters is not None:
             matching = self._index.ids(to_lmk_filter(filters))
-            ids = [i for i in ids if i in set(matching)] if node_ids is not None else matching
+            allowed = set(matching)
+            ids = [i for i in ids if i in allowed] if node_ids is not None else matching
         return [llm_view(TextNode(id_=d.id, text=d.text, metadata=dict(d.metadata))) for d in self._index.get(ids)]
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
