@@ -63,10 +63,10 @@ def healthy(doc: StoredDocument, multi: MultiVector, normalized: bool) -> bool:
     return True
 
 
-def verify_index(index: MultiVectorIndex, repair: bool = True) -> tuple[MultiVectorIndex, VerifyReport]:
-    """Check every document of ``index`` and, with ``repair``, re-encode the damaged ones from
-    their stored text (same id, same metadata). Returns the index to go on with: ``index``
-    itself, or, where its storage had to be rebuilt, the rebuilt one (``index`` is then closed)."""
+def verify_index(index: MultiVectorIndex) -> tuple[MultiVectorIndex, VerifyReport]:
+    """Check every document of ``index`` and re-encode the damaged ones from their stored text
+    (same id, same metadata). Returns the index to go on with: ``index`` itself, or, where its
+    storage had to be rebuilt, the rebuilt one (``index`` is then closed)."""
     report = VerifyReport()
     ids = index.ids()
     damaged: list[str] = []
@@ -76,9 +76,6 @@ def verify_index(index: MultiVectorIndex, repair: bool = True) -> tuple[MultiVec
             report.checked += 1
             if found is None or not healthy(found[0], found[1], index.encoder.normalize):
                 damaged.append(doc_id)
-    if not repair:
-        report.unreadable = damaged
-        return index, report
     try:
         for doc_id in damaged:
             if _reencode(index, index, doc_id):
