@@ -123,6 +123,8 @@ class QdrantIndex(MultiVectorIndex):
         self.prefetch_limit = prefetch_limit
         self.hybrid_fusion, self.hybrid_weight = hybrid_fusion, float(hybrid_weight)
         self._count_cache: tuple[float, int] | None = None
+        # A temporary copy the index is opened from when its folder cannot be written (read-only media).
+        self._read_only_copy: Path | None = None
         embedded = all(x is None for x in (location, url, local_path, client))
         if path is not None:
             path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
@@ -136,7 +138,6 @@ class QdrantIndex(MultiVectorIndex):
     def _open_embedded(self, folder: Path, collection: str, quantization: str | None) -> None:
         from .qdrant_edge_store import EdgeStore, opening_lock, read_only_copy
 
-        self._read_only_copy: Path | None = None
         if folder.is_dir() and not os.access(folder, os.W_OK):
             # The engine rewrites its own files when it opens a shard: on read-only media it opens a copy.
             self._read_only_copy = read_only_copy(folder)
@@ -228,9 +229,8 @@ class QdrantIndex(MultiVectorIndex):
                 try:
                     self.store.close()
                 finally:
-                    copy = getattr(self, "_read_only_copy", None)
-                    if copy is not None:
-                        shutil.rmtree(copy, ignore_errors=True)
+                    if self._read_only_copy is not None:
+                        shutil.rmtree(self._read_only_copy, ignore_errors=True)
             super().close()
 
     def optimize(self) -> None:
