@@ -23,8 +23,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 
 from lmk_rag import LMKEncoder, MultiVector
-from lmk_rag.eval.domains import domains_of, read_domain_pages
-from lmk_rag.eval.sections import query_sections
+from lmk_rag.corpora.domains import domains_of, read_domain_pages
+from lmk_rag.corpora.rst import query_sections
 
 
 @dataclass

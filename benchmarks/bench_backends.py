@@ -37,7 +37,7 @@ def long_documents(n: int) -> list[str]:
     """``n`` long pages of the dev domains, about 1,000-2,500 words each (or long texts built from
     the sample corpus), spread over the domains."""
     if os.environ.get("LMK_DOCS_ROOT"):
-        from lmk_rag.eval.domains import domains_of, read_domain_pages
+        from lmk_rag.corpora.domains import domains_of, read_domain_pages
 
         pages = [p.text for d in domains_of("dev") for p in read_domain_pages(d) if 6_000 <= len(p.text) <= 15_000]
         step = max(1, len(pages) // n)

@@ -21,10 +21,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 
 from lmk_rag import LMKEncoder
-from lmk_rag.eval.domains import domain_tasks, domains_of
-from lmk_rag.eval.metrics import retrieval_metrics, span_covers
+from lmk_rag.corpora.domains import domains_of
+from lmk_rag.eval.domains import domain_tasks
+from lmk_rag.eval.metrics import retrieval_metrics
 from lmk_rag.index import QdrantIndex
 from lmk_rag.index.base import PassageRequest
+from lmk_rag.passages import span_covers
 
 
 def encoded(task, enc: LMKEncoder, cache: Path | None):

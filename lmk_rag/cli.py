@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--domains",
         action="append",
         default=[],
-        help="'train' or names of train-split documentation domains (lmk_rag.eval.domains; dev and test "
+        help="'train' or names of train-split documentation domains (lmk_rag.corpora.domains; dev and test "
         "domains are refused): the same pairs from other projects' docs (repeatable)",
     )
     tr.add_argument("--docs-root", default=None, help="where the domain packages are extracted ($LMK_DOCS_ROOT)")
@@ -850,10 +850,12 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .corpora.domains import domains_of
+    from .corpora.rst import read_rst_pages
     from .encoder import LMKEncoder
     from .eval import beir_task, default_haystack, evaluate, needle_tasks, parse_methods, read_folder, write_report
-    from .eval.domains import domain_tasks, domains_of, export_beir
-    from .eval.sections import read_rst_pages, section_task, short_section_task
+    from .eval.domains import domain_tasks, export_beir
+    from .eval.sections import section_task, short_section_task
     from .eval.significance import PairedComparison, compare_to_baseline
 
     kwargs = encoder_options(args)

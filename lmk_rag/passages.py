@@ -107,3 +107,19 @@ def context(
         for i in np.argsort(-scores, kind="stable")[:count]
     ]
     return build_context(query, candidates, budget, token_counter_of(encoder, token_counter), rule)
+
+
+def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """Row-wise: does passage ``[a, b)`` cover answer ``[c, d)`` (both ``(n, 2)``)? They overlap by at
+    least half of the shorter of the two (which must not be empty). Evaluation's passage hit@1 uses this
+    rule, and training marks the landmarks that hold an answer with it
+    (:func:`lmk_rag.train.losses.answer_landmarks`)."""
+    passages, answers = np.asarray(passages).reshape(-1, 2), np.asarray(answers).reshape(-1, 2)
+    overlap = np.minimum(passages[:, 1], answers[:, 1]) - np.maximum(passages[:, 0], answers[:, 0])
+    shorter = np.minimum(passages[:, 1] - passages[:, 0], answers[:, 1] - answers[:, 0])
+    return (shorter > 0) & (overlap * 2 >= shorter)
+
+
+def span_covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:
+    """:func:`spans_cover` for one passage and one answer."""
+    return bool(spans_cover(np.array([passage]), np.array([answer]))[0])

@@ -13,7 +13,7 @@ from lmk_rag import LMKEncoder
 from lmk_rag.models import RETIRED_ADAPTERS
 from lmk_rag.train import TrainConfig, Trainer, load_pairs, save_pairs
 from lmk_rag.train.data import Pair
-from lmk_rag.train.trainer import landmark_forward
+from lmk_rag.train.student import landmark_forward
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,7 +86,7 @@ def test_score_distillation_is_the_kl_to_the_base_models_chunk_scores(tmp_path, 
         _, states, text_of_chunk, layout = landmark_forward(trainer.student, trainer.enc, docs)
     teacher_chunks = trainer._teacher_chunks(docs, text_of_chunk, layout, states.device)
     tq = torch.as_tensor(trainer.teacher.encode([p.query for p in pairs]))
-    from lmk_rag.train.trainer import maxsim_scores
+    from lmk_rag.train.losses import maxsim_scores
 
     teacher_logits = (
         maxsim_scores(F.normalize(tq, dim=-1), F.normalize(teacher_chunks, dim=-1), text_of_chunk, len(docs))
@@ -204,7 +204,7 @@ def test_inverse_cloze_pairs_locate_the_sentence_they_kept():
 
 
 def test_answer_landmarks_are_the_chunks_covering_the_answer():
-    from lmk_rag.train.trainer import answer_landmarks
+    from lmk_rag.train.losses import answer_landmarks
 
     spans = np.array([[0, 10], [10, 20], [20, 30], [0, 10], [10, 20], [0, 50]])
     text_of_chunk = np.array([0, 0, 0, 1, 1, 2])  # text 2 is past the answers (a hard negative)
@@ -222,7 +222,7 @@ def test_answer_landmarks_are_the_chunks_covering_the_answer():
 
 
 def test_landmark_loss_is_multi_positive_infonce_within_each_querys_landmarks():
-    from lmk_rag.train.trainer import landmark_loss
+    from lmk_rag.train.losses import landmark_loss
 
     gen = torch.Generator().manual_seed(0)
     q = torch.nn.functional.normalize(torch.randn(3, 8, generator=gen), dim=-1)
@@ -431,7 +431,7 @@ def test_distillation_steps_use_their_own_batch_size(tmp_path, tiny_bert_dir, te
 
 def test_training_on_documentation_sections(tmp_path, tiny_bert_dir):
     """--sections: heading -> passage pairs with same-page hard negatives, from the train half only."""
-    from lmk_rag.eval.corpora import split_of
+    from lmk_rag.corpora.texts import split_of
 
     root = tmp_path / "docs"
     root.mkdir()

@@ -1,6 +1,6 @@
 """Long-document retrieval evaluation: tasks, methods, metrics, reports."""
 
-from .corpora import default_haystack, is_faq, python_docs, read_folder
+from ..corpora.texts import default_haystack, is_faq, python_docs, read_folder
 from .methods import BM25, ChunkThenEmbed, LandmarkPooling, NativePooling, parse_methods
 from .report import write_report
 from .runner import EvalRow, evaluate

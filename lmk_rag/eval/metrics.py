@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..passages import span_covers
+
 MEASURES = {"nDCG@10": "nDCG@10", "R@10": "R@10", "MRR": "RR", "top1": "Success@1"}
 
 
@@ -60,18 +62,3 @@ def passage_hits(
         span = passage_spans.get((qi, top))
         hits[qid] = float(doc_ids[top] == doc and span is not None and span_covers(span, (start, end)))
     return hits
-
-
-def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:
-    """Row-wise: does passage ``[a, b)`` cover answer ``[c, d)`` (both ``(n, 2)``)? They overlap by at
-    least half of the shorter of the two (which must not be empty). Training uses the same rule to
-    mark the landmarks that hold an answer (:func:`lmk_rag.train.trainer.answer_landmarks`)."""
-    passages, answers = np.asarray(passages).reshape(-1, 2), np.asarray(answers).reshape(-1, 2)
-    overlap = np.minimum(passages[:, 1], answers[:, 1]) - np.maximum(passages[:, 0], answers[:, 0])
-    shorter = np.minimum(passages[:, 1] - passages[:, 0], answers[:, 1] - answers[:, 0])
-    return (shorter > 0) & (overlap * 2 >= shorter)
-
-
-def span_covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:
-    """:func:`spans_cover` for one passage and one answer."""
-    return bool(spans_cover(np.array([passage]), np.array([answer]))[0])

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..corpora.texts import SourceText, is_faq
 from ..errors import InvalidInputError
 from ..sentences import sentence_starts
-from .corpora import SourceText, is_faq
 
 TokenCounter = Callable[[list[str]], np.ndarray]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from ..errors import InvalidInputError
 from ..sentences import sentence_starts
 
 if TYPE_CHECKING:
-    from ..eval.sections import Page, Section
+    from ..corpora.rst import Page, Section
+    from .config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_c
     landmarks learn which part of a document answers), when the page has room for one. The
     pair's ``answer`` is the part of the section's body inside the positive.
     """
-    from ..eval.sections import query_sections
+    from ..corpora.rst import query_sections
 
     rng = random.Random(seed)
 
@@ -185,4 +187,48 @@ def section_pairs(pages: Sequence[Page], seed: int, min_chars: int = 1000, max_c
         if positive:
             answer = answer_in(page.text, start, size, section)
             pairs.append(Pair(section.title, positive, negative or None, answer))
+    return pairs
+
+
+def split_key(name: str) -> str:
+    """A stable pseudo-random order of page names (which pages a capped domain keeps)."""
+    import hashlib
+
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()
+
+
+def build_pairs(config: TrainConfig, tokenize: Any) -> list[Pair]:
+    """Every training pair the config asks for: its JSONL pairs, section pairs of its docs and domains,
+    and inverse-cloze pairs from windows of all their text."""
+    from ..corpora.domains import domains_of, read_domain_pages
+    from ..corpora.rst import pages_as_texts, read_rst_pages
+    from ..corpora.texts import SourceText, read_folder, training_texts
+
+    pairs: list[Pair] = load_pairs(config.pairs) if config.pairs else []
+    sources = []
+    for spec in config.texts:
+        sources += training_texts() if spec == "default" else read_folder(spec)
+    for spec in config.sections:
+        # The train half of the pages: heading -> section pairs, and their text for inverse cloze.
+        pages = read_rst_pages(None if spec == "default" else spec, split="train")
+        pairs += section_pairs(
+            pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
+        )  # ~4 characters a token
+        sources += pages_as_texts(pages)
+    for spec in config.domains:
+        for domain in domains_of(spec):
+            # Other projects' documentation: the same heading -> passage pairs and inverse cloze.
+            pages = read_domain_pages(domain, config.docs_root)
+            pages = sorted(pages, key=lambda p: split_key(p.name))[: config.max_pages_per_domain]
+            pairs += section_pairs(
+                pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
+            )
+            sources += [SourceText(p.name, p.text) for p in pages]
+    if sources:
+        windows = text_windows(
+            [s.text for s in sources], tokenize, config.window_min_tokens, config.window_max_tokens, config.seed
+        )
+        pairs += inverse_cloze_pairs(windows, config.ict_keep_prob, config.seed, workers=os.cpu_count() or 1)
+    if len(pairs) < config.batch_size:
+        raise InvalidInputError(f"only {len(pairs)} training pairs; need at least batch_size={config.batch_size}")
     return pairs

@@ -1,6 +1,6 @@
 """Teach an encoder to pool at landmarks.
 
-Objectives (weights in :class:`TrainConfig`):
+Objectives (weights in :class:`~lmk_rag.train.config.TrainConfig`; the terms in :mod:`.losses`):
 - contrastive InfoNCE with in-batch (and given hard) negatives on pooled LMK vectors;
 - the same on MaxSim over landmark vectors (what the multi-vector index scores);
 - distillation: each landmark state (of documents and, if asked, of queries)
@@ -24,7 +24,7 @@ import logging
 import os
 import time
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..batching import make_batch
 from ..encoder import LMKEncoder
 from ..errors import InvalidInputError
 from ..folder_write import open_permissions
@@ -46,264 +45,14 @@ from ..lmk_folder import (
     is_lmk_folder,
     lora_settings,
 )
-from ..models import DEFAULT_MODEL, load_model, resolve_model_path
-from ..pooling import LandmarkWeights, check_landmark_weights, landmark_weights_of, weighted_text_means
-from ..windows import build_sequences
-from .data import Pair, inverse_cloze_pairs, load_pairs, sample_batch, section_pairs, text_windows
+from ..models import load_model, resolve_model_path
+from ..pooling import LandmarkWeights, check_landmark_weights
+from .config import TrainConfig
+from .data import Pair, build_pairs, sample_batch
+from .losses import answer_landmarks, distill_loss, landmark_loss, maxsim_scores
+from .student import LandmarkStudent, landmark_forward
 
 logger = logging.getLogger("lmk_rag")
-
-
-@dataclass
-class TrainConfig:
-    output: str
-    base_model: str = DEFAULT_MODEL
-    pairs: str | None = None
-    texts: list[str] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)
-    domains: list[str] = field(default_factory=list)  # 'train' or names of train-split domains
-    docs_root: str | None = None
-    max_pages_per_domain: int = 400
-    granularities: list[int] = field(default_factory=lambda: [32, 64, 128])
-    steps: int = 400
-    batch_size: int = 16
-    grad_accum: int = 1
-    lr: float = 5e-4
-    warmup_steps: int = 0
-    lr_decay: str = "constant"
-    temperature: float = 0.05
-    contrastive_weight: float = 1.0
-    maxsim_weight: float = 1.0
-    distill_weight: float = 1.0
-    distill_only_steps: int = 0
-    distill_batch_size: int | None = None
-    distill_queries: bool = False
-    score_distill_weight: float = 0.0
-    landmark_weight: float = 0.0
-    full_finetune: bool = False
-    lora_r: int = 16
-    lora_alpha: int = 32
-    window_min_tokens: int = 192
-    window_max_tokens: int = 448
-    ict_keep_prob: float = 0.5
-    seed: int = 0
-    checkpoint_every: int = 50
-    max_seconds: float | None = None  # stop (and save) after this much wall time, even before `steps`
-    stop_at_step: int | None = None  # stop (and save) at this step; the schedule stays that of `steps`
-    init_from: str | None = None  # an LMK folder trained by this trainer (LoRA) on the same base: start from it
-    # How the single vector weighs landmarks, in training and in the saved folder ('equal' or 'tokens';
-    # not `landmark_weight`, a loss weight); None: the init_from folder's, else 'equal'.
-    landmark_weights: str | None = None
-    device: str = "cpu"
-    bf16: bool = False
-    show_progress: bool = True
-
-    def __post_init__(self) -> None:
-        from ..eval.domains import domains_of
-
-        for spec in self.domains:
-            held_out = [d.name for d in domains_of(spec) if d.split != "train"]
-            if held_out:
-                raise InvalidInputError(
-                    f"domains {held_out} are dev/test domains: training may only read train domains "
-                    "(see lmk_rag.eval.domains.DOMAINS), so the dev/test results stay out-of-domain"
-                )
-        if not self.pairs and not self.texts and not self.sections and not self.domains:
-            raise InvalidInputError(
-                "give training data: pairs='file.jsonl', texts=[folders or 'default'] and/or "
-                "sections=[reST docs folders or 'default']"
-            )
-        if self.lr_decay not in ("constant", "linear"):
-            raise InvalidInputError(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
-        if self.distill_only_steps > 0 and self.distill_weight <= 0:
-            raise InvalidInputError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
-        if self.init_from is not None and self.full_finetune:
-            raise InvalidInputError("init_from continues a LoRA run; with full_finetune pass the folder as base_model")
-        if self.stop_at_step is not None and not 1 <= self.stop_at_step <= self.steps:
-            raise InvalidInputError(f"stop_at_step must be in 1..steps={self.steps}, got {self.stop_at_step}")
-        if self.max_seconds is not None and self.max_seconds <= 0:
-            raise InvalidInputError(f"max_seconds must be > 0 (or None for no limit), got {self.max_seconds}")
-        for name in ("score_distill_weight", "landmark_weight"):
-            if getattr(self, name) < 0:
-                raise InvalidInputError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.landmark_weights is not None:
-            check_landmark_weights(self.landmark_weights)
-        if self.warmup_steps < 0:
-            raise InvalidInputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        if self.distill_batch_size is not None and self.distill_batch_size < 1:
-            raise InvalidInputError(
-                f"distill_batch_size must be >= 1 (or None for batch_size), got {self.distill_batch_size}"
-            )
-        for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r", "lora_alpha"):
-            if getattr(self, name) < 1:
-                raise InvalidInputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise InvalidInputError("batch_size must be >= 2: in-batch negatives need company")
-        if not 8 <= self.window_min_tokens <= self.window_max_tokens:
-            raise InvalidInputError(
-                "need 8 <= window_min_tokens <= window_max_tokens, got "
-                f"{self.window_min_tokens} and {self.window_max_tokens}"
-            )
-        if not self.granularities or any(k < 1 for k in self.granularities):
-            raise InvalidInputError("granularities must be positive ints, e.g. [32, 64, 128]")
-
-
-def split_key(name: str) -> str:
-    """A stable pseudo-random order of page names (which pages a capped domain keeps)."""
-    import hashlib
-
-    return hashlib.sha256(name.encode("utf-8")).hexdigest()
-
-
-def build_pairs(config: TrainConfig, tokenize: Any) -> list[Pair]:
-    from ..eval.corpora import SourceText, read_folder, training_texts
-    from ..eval.domains import domains_of, read_domain_pages
-    from ..eval.sections import pages_as_texts, read_rst_pages
-
-    pairs: list[Pair] = load_pairs(config.pairs) if config.pairs else []
-    sources = []
-    for spec in config.texts:
-        sources += training_texts() if spec == "default" else read_folder(spec)
-    for spec in config.sections:
-        # The train half of the pages: heading -> section pairs, and their text for inverse cloze.
-        pages = read_rst_pages(None if spec == "default" else spec, split="train")
-        pairs += section_pairs(
-            pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
-        )  # ~4 characters a token
-        sources += pages_as_texts(pages)
-    for spec in config.domains:
-        for domain in domains_of(spec):
-            # Other projects' documentation: the same heading -> passage pairs and inverse cloze.
-            pages = read_domain_pages(domain, config.docs_root)
-            pages = sorted(pages, key=lambda p: split_key(p.name))[: config.max_pages_per_domain]
-            pairs += section_pairs(
-                pages, config.seed, min_chars=4 * config.window_min_tokens, max_chars=4 * config.window_max_tokens
-            )
-            sources += [SourceText(p.name, p.text) for p in pages]
-    if sources:
-        windows = text_windows(
-            [s.text for s in sources], tokenize, config.window_min_tokens, config.window_max_tokens, config.seed
-        )
-        pairs += inverse_cloze_pairs(windows, config.ict_keep_prob, config.seed, workers=os.cpu_count() or 1)
-    if len(pairs) < config.batch_size:
-        raise InvalidInputError(f"only {len(pairs)} training pairs; need at least batch_size={config.batch_size}")
-    return pairs
-
-
-class LandmarkStudent(torch.nn.Module):
-    """The trainable encoder: LoRA (or all weights) plus a landmark embedding offset."""
-
-    model: Any  # a Hugging Face model (PeftModel for LoRA)
-
-    def __init__(self, model: Any, landmark_id: int, config: TrainConfig) -> None:
-        super().__init__()
-        if config.full_finetune:
-            self.model = model
-        else:
-            from peft import LoraConfig, get_peft_model
-
-            lora = LoraConfig(
-                r=config.lora_r,
-                lora_alpha=config.lora_alpha,
-                lora_dropout=0.0,
-                target_modules="all-linear",
-                bias="none",
-            )
-            from ..models import quiet_loading
-
-            with quiet_loading():
-                self.model = get_peft_model(model, lora)
-        embeddings = model.get_input_embeddings().weight
-        self.delta = torch.nn.Parameter(torch.zeros(embeddings.shape[1], device=embeddings.device))
-        self.landmark_id = landmark_id
-        self.model.get_input_embeddings().register_forward_hook(self._add_delta)
-
-    def _add_delta(
-        self, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor
-    ) -> torch.Tensor:
-        return output + (inputs[0] == self.landmark_id).unsqueeze(-1).to(output.dtype) * self.delta
-
-    def trainable(self) -> list[torch.nn.Parameter]:
-        return [p for p in self.parameters() if p.requires_grad]
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-
-def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]) -> tuple[Any, ...]:
-    """Differentiable LMK pass: pooled (B, d), landmark states (M, d), chunk->text, layout."""
-    _, layout, _ = enc.lay_out(texts)
-    seqs = build_sequences(layout, enc.max_length, enc.window_overlap)
-    rows = np.arange(len(seqs.lengths))
-    batch = make_batch(seqs, rows, enc.special.pad_id, enc.special.cls_id is not None)
-    hidden = student(batch.input_ids.to(enc.device), batch.attention_mask.to(enc.device))
-    idx = batch.index
-    picked = hidden[idx.lmk_rows.to(hidden.device), idx.lmk_cols.to(hidden.device)]
-    n_chunks = int(layout.chunk_offsets[-1])
-    states = torch.zeros(n_chunks, hidden.shape[-1], device=hidden.device).index_put(
-        (idx.lmk_chunks.to(hidden.device),), picked.float()
-    )
-    text_of_chunk = torch.as_tensor(
-        np.repeat(np.arange(layout.n_texts), np.diff(layout.chunk_offsets)), device=hidden.device
-    )
-    weights = torch.as_tensor(landmark_weights_of(layout.chunk_sizes, enc.landmark_weights), device=hidden.device)
-    pooled = weighted_text_means(states, text_of_chunk, weights, layout.n_texts)
-    return pooled, states, text_of_chunk, layout
-
-
-def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Tensor, n_docs: int) -> torch.Tensor:
-    sims = q @ states.T
-    index = text_of_chunk.unsqueeze(0).expand_as(sims)
-    out = torch.full((len(q), n_docs), -1e4, device=q.device, dtype=sims.dtype)
-    return out.scatter_reduce(1, index, sims, reduce="amax", include_self=True)
-
-
-def answer_landmarks(spans: np.ndarray, text_of_chunk: np.ndarray, answers: list[tuple[int, int] | None]) -> np.ndarray:
-    """Mask of the landmarks whose chunk covers their text's answer span (texts past ``answers``,
-    or with ``None``, have none): overlap >= half of the shorter of chunk and answer, the rule
-    passage hit@1 scores with (:func:`lmk_rag.eval.metrics.spans_cover`)."""
-    from ..eval.metrics import spans_cover
-
-    known = text_of_chunk < len(answers)
-    bounds = np.array([a if a is not None else (0, 0) for a in answers], dtype=np.int64).reshape(-1, 2)
-    return known & spans_cover(spans, bounds[np.where(known, text_of_chunk, 0)])
-
-
-def _segment_logsumexp(values: torch.Tensor, segment: torch.Tensor, n: int) -> torch.Tensor:
-    """logsumexp of ``values`` within each of ``n`` segments (-inf for an empty one)."""
-    top = torch.full((n,), -torch.inf, device=values.device, dtype=values.dtype)
-    top = top.scatter_reduce(0, segment, values.detach(), reduce="amax").nan_to_num(neginf=0.0)
-    shifted = (values - top[segment]).exp()
-    total = torch.zeros(n, device=values.device, dtype=values.dtype).index_add(0, segment, shifted)
-    return total.log() + top
-
-
-def landmark_loss(
-    q: torch.Tensor, states: torch.Tensor, owner: torch.Tensor, positive: torch.Tensor, temperature: float
-) -> torch.Tensor | None:
-    """Multi-positive InfoNCE within each query's own landmarks: -log(sum over the answer's
-    landmarks / sum over all its landmarks) of exp(cos / temperature), mean over the queries that
-    have both kinds. ``owner[m]`` is the query landmark m belongs to (-1: none), ``positive[m]``
-    whether it covers the answer; ``q`` and ``states`` are normalised. None when no query qualifies."""
-    mine = owner >= 0
-    if not bool(mine.any()):
-        return None
-    who, vectors, hit = owner[mine], states[mine], positive[mine]
-    sims = (q[who] * vectors).sum(-1) / temperature
-    n = len(q)
-    counts = torch.bincount(who, minlength=n)
-    hits = torch.bincount(who[hit], minlength=n)
-    usable = (hits > 0) & (hits < counts)
-    if not bool(usable.any()):
-        return None
-    every = _segment_logsumexp(sims, who, n)
-    answer = _segment_logsumexp(sims[hit], who[hit], n)
-    return (every - answer)[usable].mean()
-
-
-def _distill_loss(states: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """Mean (1 - cosine) between each landmark state and the base's embedding of its chunk alone."""
-    return (1 - F.cosine_similarity(states, teacher, dim=-1)).mean()
 
 
 class Trainer:
@@ -409,14 +158,14 @@ class Trainer:
         if c.distill_weight > 0 or (contrast and c.score_distill_weight > 0):
             teacher_chunks = self._teacher_chunks(docs, text_of_chunk, layout, states.device)
         if c.distill_weight > 0 and teacher_chunks is not None:
-            out["distill"] = _distill_loss(states, teacher_chunks) * c.distill_weight
+            out["distill"] = distill_loss(states, teacher_chunks) * c.distill_weight
         if not contrast and not distill_queries:
             return out  # distillation-only step: the queries are not needed
         with self._autocast():
             q_pooled, q_states, q_text_of_chunk, q_layout = landmark_forward(self.student, self.query_enc, queries)
         if distill_queries:  # queries stay in the space the landmarks are pulled to
             q_teacher = self._teacher_chunks(queries, q_text_of_chunk, q_layout, q_states.device)
-            out["distill_q"] = _distill_loss(q_states, q_teacher) * c.distill_weight
+            out["distill_q"] = distill_loss(q_states, q_teacher) * c.distill_weight
         q = F.normalize(q_pooled, dim=-1)
         labels = torch.arange(len(pairs), device=q.device)
         if contrast:

@@ -19,9 +19,11 @@ import numpy as np
 
 from lmk_rag import LMKEncoder
 from lmk_rag.context import ContextRule
+from lmk_rag.corpora.domains import domains_of
+from lmk_rag.corpora.rst import read_rst_pages
 from lmk_rag.eval.contexts import ChunkContexts, LandmarkContexts, TokenBudget, chunk_spans, context_metrics
-from lmk_rag.eval.domains import domain_tasks, domains_of
-from lmk_rag.eval.sections import read_rst_pages, section_task, short_section_task
+from lmk_rag.eval.domains import domain_tasks
+from lmk_rag.eval.sections import section_task, short_section_task
 
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
 

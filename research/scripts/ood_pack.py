@@ -36,8 +36,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lmk_rag.eval.corpora import SourceText
-from lmk_rag.eval.sections import Page, Section
+from lmk_rag.corpora.rst import Page, Section
+from lmk_rag.corpora.texts import SourceText
 
 
 def page_to_json(page: Page) -> list[Any]:
@@ -50,10 +50,10 @@ def page_from_json(row: list[Any]) -> Page:
 
 
 def pack(path: Path, max_pages: int, splits: tuple[str, ...] = ("train", "dev", "test")) -> None:
-    from lmk_rag.eval.corpora import training_texts
-    from lmk_rag.eval.domains import DOMAINS, read_domain_pages
-    from lmk_rag.eval.sections import read_rst_pages
-    from lmk_rag.train.trainer import split_key
+    from lmk_rag.corpora.domains import DOMAINS, read_domain_pages
+    from lmk_rag.corpora.rst import read_rst_pages
+    from lmk_rag.corpora.texts import training_texts
+    from lmk_rag.train.data import split_key
 
     domains = {}
     for domain in DOMAINS.values():
@@ -177,9 +177,10 @@ def restore_weights(path: Path, model_dir: Path) -> None:
 
 def install_readers(path: Path) -> None:
     """Make the domain, Python-docs and training-text readers answer from the packed file."""
-    import lmk_rag.eval.corpora as corpora
-    import lmk_rag.eval.domains as domains
-    import lmk_rag.eval.sections as sections
+    import lmk_rag.corpora.domains as domains
+    import lmk_rag.corpora.rst as rst_pages
+    import lmk_rag.corpora.texts as texts_module
+    import lmk_rag.eval.domains as domain_tasks
 
     with lzma.open(path, "rt", encoding="utf-8") as f:
         packed = json.load(f)
@@ -195,9 +196,9 @@ def install_readers(path: Path) -> None:
             raise ValueError(f"the packed file holds the default Python docs' train/eval halves, not {folder}, {split}")
         return list(rst[split])
 
-    domains.read_domain_pages = read_domain_pages
-    sections.read_rst_pages = read_rst_pages
-    corpora.training_texts = lambda: list(texts)
+    domains.read_domain_pages = domain_tasks.read_domain_pages = read_domain_pages  # training's and eval's
+    rst_pages.read_rst_pages = read_rst_pages
+    texts_module.training_texts = lambda: list(texts)
 
 
 def write_pairs(packed: Path, out: Path, args: argparse.Namespace) -> None:

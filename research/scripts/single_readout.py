@@ -34,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # t
 from _tables import print_task_table
 
 from lmk_rag import LMKEncoder
-from lmk_rag.eval.domains import domain_tasks, domains_of
+from lmk_rag.corpora.domains import domains_of
+from lmk_rag.corpora.rst import read_rst_pages
+from lmk_rag.eval.domains import domain_tasks
 from lmk_rag.eval.metrics import retrieval_metrics, score_run
-from lmk_rag.eval.sections import read_rst_pages, section_task
+from lmk_rag.eval.sections import section_task
 from lmk_rag.eval.tasks import RetrievalTask
 from lmk_rag.pooling import landmark_weights_of
 

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from lmk_rag.corpora.domains import DOMAINS, SPLITS, domains_of, parse_html, read_domain_pages
 from lmk_rag.errors import InvalidInputError, PathNotFoundError
 from lmk_rag.eval import beir_task
-from lmk_rag.eval.domains import DOMAINS, SPLITS, domain_tasks, domains_of, export_beir, parse_html, read_domain_pages
+from lmk_rag.eval.domains import domain_tasks, export_beir
 
 from ..cli_runner import run_cli
 

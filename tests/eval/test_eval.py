@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from lmk_rag.corpora.texts import SourceText, package_readmes, split_of, strip_faq_sections
 from lmk_rag.eval import beir_task, default_haystack, evaluate, is_faq, needle_tasks, parse_methods, write_report
-from lmk_rag.eval.corpora import SourceText, package_readmes, split_of, strip_faq_sections
 from lmk_rag.eval.metrics import passage_hits, retrieval_metrics, score_run
 
 from ..cli_runner import run_cli

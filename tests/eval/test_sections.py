@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmk_rag.eval.corpora import split_of
+from lmk_rag.corpora.rst import parse_rst, query_sections, read_rst_pages
+from lmk_rag.corpora.texts import split_of
 from lmk_rag.eval.metrics import passage_hits
-from lmk_rag.eval.sections import parse_rst, query_sections, read_rst_pages, section_task, short_section_task
+from lmk_rag.eval.sections import section_task, short_section_task
 from lmk_rag.train.data import section_pairs
 
 from ..cli_runner import run_cli
