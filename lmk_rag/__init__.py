@@ -19,6 +19,7 @@ from .errors import (
     NonFiniteVectorError,
     PathNotFoundError,
 )
+from .loading import clear_model_cache
 from .types import Fingerprint, MultiVector
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "NonFiniteVectorError",
     "PathNotFoundError",
     "__version__",
+    "clear_model_cache",
 ]
 __version__ = "0.1.0"

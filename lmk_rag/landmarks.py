@@ -11,6 +11,7 @@ coincide cannot confuse pooling.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,6 +139,29 @@ def boundary_chunk_ends(batch: TokenizedBatch, boundaries: list[np.ndarray]) -> 
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     ends = np.concatenate(ends_per_text) if ends_per_text else np.zeros(0, dtype=np.int64)
     return ends, offsets
+
+
+def granularity_chunk_ends(
+    batch: TokenizedBatch,
+    granularity: int | str | list[int] | None,
+    *,
+    whole_window: int,
+    rng: np.random.Generator,
+    sentences: Callable[[], list[np.ndarray]],
+    sentence_max_tokens: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk ends per text for a granularity: every k tokens, k drawn per text from a list (by
+    ``rng``), sentence ends (``sentences()``: each text's sentence starts, longer sentences split
+    every ``sentence_max_tokens``), or None: one chunk per ``whole_window`` tokens."""
+    n = batch.n_tokens
+    if granularity is None:
+        return fixed_chunk_ends(n, whole_window)
+    if isinstance(granularity, int):
+        return fixed_chunk_ends(n, granularity)
+    if isinstance(granularity, list):
+        return fixed_chunk_ends(n, rng.choice(np.asarray(granularity), size=len(n)))
+    ends, offsets = boundary_chunk_ends(batch, sentences())
+    return split_long_chunks(ends, offsets, sentence_max_tokens)
 
 
 def add_final_landmark(

@@ -83,7 +83,7 @@ def context(
     ``encoder.encode_multi`` (``encoded``), ranked by MaxSim. ``ids`` name the documents (default
     their positions as str)."""
     from .context import CONTEXT_DOCUMENTS, ScoredDocument, build_context, check_max_tokens, token_counter_of
-    from .encoder import check_texts
+    from .inputs import check_texts
 
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be str, got {type(query).__name__}")

@@ -8,11 +8,16 @@ most centrally. Nothing is dropped.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InvalidInputError
+from .inputs import check_int
 from .landmarks import Layout, assign_landmarks, plan_windows, ranges
+
+logger = logging.getLogger("lmk_rag")
 
 
 @dataclass(frozen=True)
@@ -99,3 +104,53 @@ def build_sequences(layout: Layout, max_length: int, overlap: int) -> Sequences:
         lmk_chunk=np.concatenate(parts_lchunk).astype(np.int64),
         lmk_offsets=np.concatenate([[0], np.cumsum(lcount)]).astype(np.int64),
     )
+
+
+def largest_chunk(granularity: int | str | list[int] | None, sentence_max_tokens: int) -> int | None:
+    """Content tokens of the longest chunk a granularity makes (None: one chunk per window)."""
+    if granularity == "sentence":
+        return sentence_max_tokens
+    if isinstance(granularity, list):
+        return max(granularity)
+    return granularity if isinstance(granularity, int) else None
+
+
+def default_overlap(max_length: int, prefix_len: int, largest: int | None) -> int:
+    """Chunks neighbouring windows share when ``window_overlap`` is unset: about a quarter of a
+    window, and at least one chunk when a window holds three or more."""
+    if largest is None:
+        return 0
+    capacity = max_length - prefix_len
+    per_window = capacity // (largest + 1)
+    return max(1 if per_window >= 3 else 0, capacity // 4 // (largest + 1))
+
+
+def check_max_length(max_length: int | None, trained: int, rotary: bool) -> int:
+    """The window length: the model's trained limit when unset; beyond it only for rotary positions."""
+    if max_length is None:
+        return trained
+    check_int("max_length", max_length, 4)
+    if max_length > trained and not rotary:
+        raise InvalidInputError(
+            f"max_length={max_length} exceeds this model's {trained} positions, and its "
+            "position embeddings are absolute, so it cannot extrapolate; leave max_length unset "
+            "(long texts are encoded in windows) or use a rotary-position model"
+        )
+    if max_length > trained:
+        logger.info("max_length=%d is beyond the trained %d positions (rotary extrapolation)", max_length, trained)
+    return max_length
+
+
+def check_chunks_fit(
+    largest: int | None, max_length: int, prefix_len: int, granularity: int | str | list[int] | None
+) -> None:
+    """A chunk plus CLS and its landmark must fit one window."""
+    if largest is None:
+        return
+    room = max_length - prefix_len - 1
+    if largest > room:
+        name = "sentence_max_tokens" if granularity == "sentence" else "granularity"
+        raise InvalidInputError(
+            f"{name}={largest} does not fit a window of max_length={max_length} "
+            f"(room for {room} tokens plus CLS and landmark); use at most {room}"
+        )

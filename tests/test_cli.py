@@ -238,7 +238,7 @@ def _hit(text: str, start: int, end: int):
 
 
 def test_search_lines_keep_the_context_of_hard_wrapped_text():
-    from lmk_rag.cli import _highlight
+    from lmk_rag.cli.search import _highlight
 
     text = (
         "Intro paragraph that is not context.\n\n## Shade and inverters\n\nShade on one panel can pull down\n"
@@ -257,7 +257,7 @@ def test_search_lines_keep_the_context_of_hard_wrapped_text():
 
 
 def test_search_lines_cut_long_context_at_whole_words():
-    from lmk_rag.cli import _highlight
+    from lmk_rag.cli.search import _highlight
 
     words = " ".join(f"word{i}" for i in range(200))
     a = words.index("word100")

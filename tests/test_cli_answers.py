@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lmk_rag.cli import EXAMPLES, build_parser
+from lmk_rag.cli import build_parser
 
 from .cli_runner import run_cli
 
@@ -40,7 +40,7 @@ def test_every_argument_has_help_and_every_command_an_example(name):
         if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()
     ]
     assert not silent, f"lmk-rag {name}: arguments without help: {silent}"
-    assert command.epilog == EXAMPLES[name] and f"lmk-rag {name} " in command.epilog
+    assert command.epilog.startswith("examples:\n") and f"lmk-rag {name} " in command.epilog
     assert "examples:" in command.format_help()
 
 
@@ -64,7 +64,7 @@ def test_ingest_json_is_the_summary_and_verbose_logs_model_index_and_settings(tm
 
 def test_landmark_pooling_on_an_untrained_model_warns_once_with_what_to_do(caplog):
     from lmk_rag import LMKEncoder
-    from lmk_rag.encoder import _WARNED_UNTRAINED
+    from lmk_rag.loading import _WARNED_UNTRAINED
 
     base = "sentence-transformers/all-MiniLM-L6-v2"
     _WARNED_UNTRAINED.discard(base)

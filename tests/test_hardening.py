@@ -167,7 +167,7 @@ def test_an_index_built_with_a_relative_model_path_reopens_from_elsewhere(tmp_pa
 
 # ---------------------------------------------------------------- model cache
 def test_the_model_cache_keys_on_the_landmark_id_and_can_be_freed(k64_folder, bert_tokenizer):
-    from lmk_rag import encoder as encoder_module
+    from lmk_rag import loading as encoder_module
 
     sep = LMKEncoder(k64_folder, device="cpu")
     other = LMKEncoder(k64_folder, device="cpu", landmark_token_id=bert_tokenizer.cls_token_id)
@@ -181,14 +181,14 @@ def test_the_model_cache_keys_on_the_landmark_id_and_can_be_freed(k64_folder, be
 
 # ---------------------------------------------------------------- huge texts
 def test_huge_texts_tokenize_in_pieces_with_identical_tokens(monkeypatch):
-    from lmk_rag import encoder as encoder_module
+    from lmk_rag import tokenization
 
     enc = LMKEncoder(BASE, device="cpu")
     text = "Tides rise and fall twice a day.\nThe moon pulls the sea;  storms push it. " * 40
     texts = [text, "short", text[::-1]]
     whole = enc.tokenize(texts, "query: ")
-    monkeypatch.setattr(encoder_module, "PIECE_CHARS", 37)
-    monkeypatch.setattr(encoder_module, "CALL_CHARS", 300)
+    monkeypatch.setattr(tokenization, "PIECE_CHARS", 37)
+    monkeypatch.setattr(tokenization, "CALL_CHARS", 300)
     pieces = enc.tokenize(texts, "query: ")
     for name in ("ids", "starts", "ends", "offsets", "text_lengths"):
         np.testing.assert_array_equal(getattr(whole, name), getattr(pieces, name), err_msg=name)
@@ -220,17 +220,18 @@ def test_cli_is_quiet_about_model_loading(tmp_path):
 @pytest.mark.slow
 def test_cli_shows_a_bug_with_its_traceback_and_exit_1(tmp_path, monkeypatch):
     from lmk_rag import cli as cli_module
+    from lmk_rag.cli import indexes
 
     def broken(args):
         raise KeyError("a programming error")
 
-    monkeypatch.setattr(cli_module, "run_info", broken)
+    monkeypatch.setattr(indexes, "run_info", broken)
     with pytest.raises(KeyError):
         cli_module.main(["info", "--index", str(tmp_path)])
     script = (
-        "import sys, lmk_rag.cli as c\n"
+        "import sys, lmk_rag.cli as c, lmk_rag.cli.indexes as commands\n"
         "def broken(args): raise KeyError('a programming error')\n"
-        "c.run_info = broken\nsys.exit(c.main(['info']))\n"
+        "commands.run_info = broken\nsys.exit(c.main(['info']))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120

@@ -500,7 +500,7 @@ def test_a_model_folder_rewritten_in_place_is_refused(tmp_path, tiny_bert_dir):
         for p in model.parameters():
             p.add_(0.01)
     model.save_pretrained(folder)  # same path, other weights
-    from lmk_rag.encoder import clear_model_cache
+    from lmk_rag.loading import clear_model_cache
 
     clear_model_cache()
     with pytest.raises(IncompatibleIndexError, match="weights: "):

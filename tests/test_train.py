@@ -595,3 +595,30 @@ def test_training_reads_train_domains_only(tmp_path, tiny_bert_dir):
     for held_out in ("git", "dev", "test", "nodejs"):
         with pytest.raises(ValueError, match="dev/test domains"):
             TrainConfig(output=str(tmp_path / "o"), domains=[held_out])
+
+
+def test_train_options_are_generated_from_the_config():
+    """Every TrainConfig field is a `lmk-rag train` option with the field's default, help and
+    choices: a default or description is written once, in the config."""
+    import argparse
+    import dataclasses
+
+    from lmk_rag.cli import build_parser
+    from lmk_rag.train.config import LR_DECAYS
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = {a.dest: a for a in sub.choices["train"]._actions}
+    for f in dataclasses.fields(TrainConfig):
+        action = options[f.name]
+        assert f.metadata["help"] in action.help, f.name
+        if f.name == "output":
+            assert action.required
+            continue
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        assert action.default == default, f.name
+    assert options["lr_decay"].choices == LR_DECAYS
+    assert options["show_progress"].option_strings == ["--no-progress"]
+    args = parser.parse_args(["train", "--output", "o", "--texts", "a", "--texts", "b", "--granularities", "16,32"])
+    assert args.texts == ["a", "b"] and args.granularities == [16, 32] and args.show_progress is True
+    assert build_parser().parse_args(["train", "--output", "o"]).texts == []  # no list shared between runs

@@ -22,8 +22,9 @@ from typing import Any, Literal
 import numpy as np
 
 from ..context import CONTEXT_DOCUMENTS, ContextRule, Passage, build_context, check_max_tokens, token_counter_of
-from ..encoder import LMKEncoder, check_texts
+from ..encoder import LMKEncoder
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
+from ..inputs import check_texts
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from ..types import Fingerprint, MultiVector
 from .filters import (

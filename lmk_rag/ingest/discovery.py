@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..encoder import find_unencodable
 from ..errors import InvalidInputError, PathNotFoundError
+from ..inputs import find_unencodable
 from .readers import TEXT_SUFFIXES
 
 

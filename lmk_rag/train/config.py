@@ -44,7 +44,7 @@ class TrainConfig:
     """One training run: data, objectives, parameters, schedule and where to write the model."""
 
     output: str = option(help="folder to write; LMKEncoder(model=folder) loads it")
-    base_model: str = option(DEFAULT_MODEL, "model folder or hub id (the packaged all-MiniLM-L6-v2 by default)")
+    base_model: str = option(DEFAULT_MODEL, "model folder or hub id of the encoder to teach")
     pairs: str | None = option(None, "JSONL of {query, positive[, negative][, answer]}")
     texts: list[str] = field(
         default_factory=list, metadata=meta("folder of raw text for inverse-cloze pairs, or 'default' (repeatable)")
@@ -79,7 +79,7 @@ class TrainConfig:
     maxsim_weight: float = option(1.0, "weight of InfoNCE on MaxSim scores")
     distill_weight: float = option(1.0, "weight of landmark distillation toward the base model's chunk embeddings")
     distill_only_steps: int = option(0, "first steps train landmark distillation alone (no queries, no negatives)")
-    distill_batch_size: int | None = option(None, "batch size of the distillation-only steps (None: batch_size)")
+    distill_batch_size: int | None = option(None, "batch size of the distillation-only steps (default: batch_size)")
     distill_queries: bool = option(False, "distil the queries' landmark states too, not only the documents'")
     score_distill_weight: float = option(
         0.0,

@@ -146,7 +146,7 @@ class Trainer:
 
     def losses(self, pairs: list[Pair], step: int) -> dict[str, torch.Tensor]:
         c = self.config
-        self.enc._rng = np.random.default_rng([c.seed, step, 1])
+        self.enc.reseed([c.seed, step, 1])
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
         queries = [p.query for p in pairs]
         contrast = step >= c.distill_only_steps

@@ -1,0 +1,8 @@
+"""``lmk-rag`` command line: :func:`main` dispatches to one module per command group
+(:mod:`.ingest`, :mod:`.search`, :mod:`.indexes`, :mod:`.models`, :mod:`.evaluate`), sharing
+:mod:`.options`."""
+
+from .main import build_parser, main
+from .options import redact_uri
+
+__all__ = ["build_parser", "main", "redact_uri"]

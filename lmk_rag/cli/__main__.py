@@ -1,0 +1,7 @@
+"""``python -m lmk_rag.cli``: the ``lmk-rag`` command."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

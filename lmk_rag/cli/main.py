@@ -1,0 +1,69 @@
+"""``lmk-rag``: the parser (one module per command group adds its commands) and the dispatch, which
+turns an :class:`~lmk_rag.errors.LMKError` into one line and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import LMKError
+from . import evaluate, indexes, ingest, models, search
+from .options import Handler, package_version
+
+logger = logging.getLogger("lmk_rag")
+
+#: The command groups, in the order ``lmk-rag -h`` lists their commands.
+GROUPS = (evaluate, ingest, search, indexes, models)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole ``lmk-rag`` parser; each parsed command carries its handler as ``args.run``."""
+    parser = argparse.ArgumentParser(
+        prog="lmk-rag",
+        description="Landmark-pooled retrieval: index folders of documents and find the passage that answers.",
+        epilog="Run `lmk-rag COMMAND -h` for a command's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"lmk-rag {package_version()}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log what lmk-rag does (model, index, settings); tracebacks"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, run: Handler, example: str, **kwargs: Any) -> argparse.ArgumentParser:
+        sub = subparsers.add_parser(
+            name, epilog=example, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+        )
+        sub.set_defaults(run=run)
+        return sub
+
+    for group in GROUPS:
+        group.add_parser(command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``lmk-rag ARGV``; the exit status: 0 done, 1 a file failed, 2 something to change, 130 interrupted."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # -v: lmk-rag's own steps at INFO; other libraries stay at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose:
+        logger.setLevel(logging.INFO)
+    try:
+        args.argv = argv  # eval records the command line in its report
+        status: int = args.run(args)
+        return status
+    except KeyboardInterrupt:
+        print(f"lmk-rag {args.command}: interrupted; run it again to resume", file=sys.stderr)
+        return 130
+    except LMKError as exc:
+        # Something the user can change: one line, unless -v asks for the whole story.
+        if args.verbose:
+            traceback.print_exc()
+        print(f"lmk-rag {args.command}: error: {exc}", file=sys.stderr)
+        return 2

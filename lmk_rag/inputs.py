@@ -1,0 +1,113 @@
+"""Checks of what users hand the encoder, each failing with an error that names the argument and
+what is allowed (never a crash deep in the tokenizer or a NaN vector), and warnings about text
+the model cannot read."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence, Set
+from typing import Any
+
+import torch
+
+from .errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
+
+logger = logging.getLogger("lmk_rag")
+
+
+def check_texts(texts: Any, name: str = "texts") -> list[str]:
+    """A list of str, or a clear TypeError naming what was passed. Unordered or keyed
+    containers (set, dict) are refused: their order, or what would be encoded, is not obvious."""
+    if texts is None:
+        raise InvalidTypeError(f"{name} must be a list of str, got None")
+    if isinstance(texts, (str, bytes)):
+        raise InvalidTypeError(f"{name} must be a list of str, got a bare {type(texts).__name__}; wrap it: [text]")
+    if isinstance(texts, (Mapping, Set)) or not hasattr(texts, "__iter__"):
+        raise InvalidTypeError(f"{name} must be a list of str, got {type(texts).__name__}")
+    items = list(texts)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            hint = ""
+            if hasattr(item, "get_content") and hasattr(item, "node_id"):
+                hint = (
+                    "; to use an lmk-rag index as a LlamaIndex vector store, wrap it: "
+                    "from llama_index.vector_stores.lmk import LMKVectorStore; LMKVectorStore(index)"
+                )
+            raise InvalidTypeError(f"{name}[{i}] must be str, got {type(item).__name__}{hint}")
+    return items
+
+
+def find_unencodable(texts: Sequence[str], name: str = "texts") -> InvalidInputError | None:
+    """An error naming the first text that is not valid Unicode (a lone surrogate), else None."""
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return InvalidInputError(
+                f"{name}[{i}] is not valid Unicode: a lone surrogate {text[exc.start]!r} at character {exc.start} "
+                "(text decoded with errors='surrogateescape'?); clean it, e.g. "
+                "text.encode('utf-8', 'replace').decode('utf-8')"
+            )
+    return None
+
+
+def check_granularity(granularity: Any) -> int | str | list[int] | None:
+    """int k > 0, 'sentence', None (no inner landmarks), or a list of k for variable granularity."""
+    allowed = "a positive int k, 'sentence', None, or a list of positive ints (variable k)"
+    if granularity is None or granularity == "sentence":
+        return granularity
+    if isinstance(granularity, bool):
+        raise InvalidTypeError(f"granularity must be {allowed}, got {granularity!r}")
+    if isinstance(granularity, int):
+        if granularity < 1:
+            raise InvalidInputError(f"granularity must be {allowed}, got {granularity}")
+        return granularity
+    if isinstance(granularity, str):
+        raise InvalidInputError(f"granularity must be {allowed}, got {granularity!r}")
+    if isinstance(granularity, Sequence):
+        ks = list(granularity)
+        if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks):
+            raise InvalidInputError(f"granularity must be {allowed}, got {granularity!r}")
+        return ks
+    raise InvalidTypeError(f"granularity must be {allowed}, got {type(granularity).__name__}")
+
+
+def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> Any:
+    """``value`` if it is an int >= ``minimum`` (or None where allowed), else an error naming ``name``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        extra = " or None" if allow_none else ""
+        raise InvalidInputError(f"{name} must be an int >= {minimum}{extra}, got {value!r}")
+    return value
+
+
+def check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
+    """Refuse vectors with NaN or inf (an fp16 overflow) instead of handing them to an index."""
+    if not torch.isfinite(x).all():
+        hint = " (fp16 overflows on some models: try dtype='bf16' or 'fp32')" if dtype == torch.float16 else ""
+        raise NonFiniteVectorError(f"the encoder produced non-finite vectors{hint}")
+
+
+def warn_unknown_words(texts: Sequence[str], tokenizer: Any) -> None:
+    """Warn when words are longer than a WordPiece tokenizer reads (100 characters for BERT):
+    each becomes one unknown token, so a base64 blob, a hash or a 200k-character run of minified
+    code is silently unsearchable."""
+    model = getattr(tokenizer, "model", None)
+    limit = getattr(model, "max_input_chars_per_word", None)
+    if not isinstance(limit, int) or type(model).__name__ != "WordPiece":
+        return
+    pattern = re.compile(r"[^\W_]{" + str(limit + 1) + ",}")
+    long_words = [m for text in texts for m in pattern.finditer(text)]
+    if long_words:
+        chars = sum(m.end() - m.start() for m in long_words)
+        sample = long_words[0].group()[:24]
+        logger.warning(
+            "%d characters in %d words longer than %d characters (e.g. %r...) become one unknown token each and "
+            "cannot be found by search (base64, hashes, minified code); split or drop them before indexing",
+            chars,
+            len(long_words),
+            limit,
+            sample,
+        )
