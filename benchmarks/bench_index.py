@@ -31,7 +31,7 @@ from _real_vectors import RealCorpus, load
 
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import ChromaIndex, QdrantIndex
-from lmk_rag.index.qdrant_layout import default_prefetch_limit
+from lmk_rag.index.qdrant.layout import default_prefetch_limit
 
 K = 10
 
@@ -151,7 +151,9 @@ def main() -> None:
                 if backend == "edge":
                     idx = QdrantIndex(os.path.join(folder, "idx"), encoder=enc)
                 elif backend == "local":
-                    idx = QdrantIndex(local_path=os.path.join(folder, "idx"), encoder=enc)
+                    from qdrant_client import QdrantClient
+
+                    idx = QdrantIndex(client=QdrantClient(path=os.path.join(folder, "idx")), encoder=enc)
                 else:
                     idx = ChromaIndex(os.path.join(folder, "idx"), encoder=enc)
                 t_ingest = ingest(idx, multis, texts, ids)

@@ -274,7 +274,6 @@ class LMKEncoder:
         recorded = {name: getattr(self, name) for name in EncoderSettings.names("fingerprint") if name != "model"}
         if self.granularity != "sentence":  # the sentence splitter plays no part then
             recorded["sentence_max_tokens"] = recorded["sentence_language"] = None
-        recorded["max_tokens"] = self.max_tokens or 0  # 0: no cap (None would read as "not recorded")
         return Fingerprint(
             model=self.model_name,
             dimension=self.dimension,

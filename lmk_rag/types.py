@@ -42,19 +42,6 @@ class MultiVector:
         return text[self.spans[lo][0] : self.spans[hi][1]]
 
 
-# Recorded since these settings were found to change vectors; None means "not recorded" (an index
-# built before), which matches any value so such indexes still open.
-RECORDED_LATER = (
-    "max_length",
-    "max_tokens",
-    "window_overlap",
-    "sentence_max_tokens",
-    "sentence_language",
-    "layout",
-    "weights",
-)
-
-
 @dataclass(frozen=True)
 class Fingerprint:
     """The encoder settings an index must match to stay meaningful; JSON-serialisable. Its
@@ -76,7 +63,6 @@ class Fingerprint:
     sentence_max_tokens: int | None = None
     sentence_language: str | None = None
     layout: str | None = None
-    # Indexes written before the setting existed were built with equal weights.
     landmark_weights: str = "equal"
     # A digest of a local model folder's weight files (models.weights_digest); None for hub ids.
     weights: str | None = None
@@ -106,9 +92,7 @@ class Fingerprint:
         return [
             f"{key}: {mine[key]!r} != {theirs[key]!r}"
             for key in mine
-            if key != "extra"
-            and _norm(mine[key]) != _norm(theirs[key])
-            and not (key in RECORDED_LATER and (mine[key] is None or theirs[key] is None))
+            if key != "extra" and _norm(mine[key]) != _norm(theirs[key])
         ]
 
     def encoder_settings(self) -> dict[str, Any]:
@@ -117,8 +101,6 @@ class Fingerprint:
 
         names = set(EncoderSettings.names("fingerprint")) | {"landmark_token_id"}
         settings = {k: v for k, v in self.to_dict().items() if k in names and (v is not None or k == "granularity")}
-        if settings.get("max_tokens") == 0:  # recorded as 0: no cap
-            settings["max_tokens"] = None
         if self.backend:  # "onnx-int8": queries must be encoded as the documents were
             settings["backend"], settings["quantize"] = self.backend.split("-", 1)
         return settings

@@ -22,14 +22,14 @@ def add_parser(command: Command) -> None:
         "copy",
         run_copy,
         EXAMPLE_COPY,
-        help="copy an index into another store without re-encoding (embedded -> server, old folders -> Qdrant Edge)",
+        help="copy an index into another store without re-encoding (embedded -> server, Chroma -> Qdrant)",
         description="Copy every document (text, metadata, spans, vectors) of SOURCE into DEST, e.g. "
-        "qdrant:./lmk_index -> qdrant+http://host:6333, or qdrant-local:OLD (an index written by "
-        "qdrant-client's local mode) -> qdrant:NEW. Ids are kept: run it again to finish a copy that stopped.",
+        "qdrant:./lmk_index -> qdrant+http://host:6333, or chroma:./db -> qdrant:./lmk_index. Ids are kept: run "
+        "it again to finish a copy that stopped.",
     )
     from ..index.uri import URI_HELP
 
-    cp.add_argument("source", metavar="SOURCE", help=URI_HELP + ", or qdrant-local:PATH")
+    cp.add_argument("source", metavar="SOURCE", help=URI_HELP)
     cp.add_argument("dest", metavar="DEST", help=URI_HELP)
     cp.add_argument("--batch", type=int, default=256, help="documents read and written together")
     add_quantization_option(cp)

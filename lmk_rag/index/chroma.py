@@ -89,6 +89,35 @@ def _clean(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v is not None}
 
 
+def stored_fingerprint(
+    collection: str,
+    *,
+    path: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    ssl: bool = False,
+    headers: dict[str, str] | None = None,
+) -> Fingerprint | None:
+    """The fingerprint a Chroma index records (a folder at ``path``, else a server), or None where
+    it holds none; a folder without a Chroma database is not created."""
+    import chromadb
+
+    if path is not None and not (Path(path) / "chroma.sqlite3").is_file():
+        return None
+    where = path or f"{'https' if ssl else 'http'}://{host}:{port}"
+    try:
+        if path is not None:
+            client: Any = chromadb.PersistentClient(path=path)
+        else:
+            client = chromadb.HttpClient(host=host or "localhost", port=port or 8000, ssl=ssl, headers=headers)
+        names = {getattr(c, "name", c) for c in client.list_collections()}
+        if f"{collection}__lmk_meta" not in names:
+            return None
+        return fingerprint_in(client.get_collection(f"{collection}__lmk_meta"))
+    except Exception as exc:
+        raise unavailable(exc, where, opening=True) from exc
+
+
 def fingerprint_in(meta: Any) -> Fingerprint | None:
     """The fingerprint row of a ``<name>__lmk_meta`` collection, or None where there is none yet."""
     found = meta.get(ids=["fingerprint"], include=["metadatas"])

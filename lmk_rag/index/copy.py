@@ -1,5 +1,5 @@
 """Move an index between stores without re-encoding: embedded Qdrant Edge to a Qdrant server,
-an old qdrant-client local-mode folder to Qdrant Edge, Chroma to Qdrant, and back.
+Chroma to Qdrant, and back.
 
 Documents are read in batches with their vectors and written with their ids, so a copy that
 stops half-way is finished by running it again (ids are idempotent: nothing is duplicated).

@@ -17,13 +17,13 @@ from ..errors import IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
 
 URI_HELP = "qdrant:PATH, qdrant+http(s)://host:port, chroma:PATH or chroma+http(s)://host:port"
-# Read-only uses (lmk-rag copy's source): an index written by qdrant-client's local mode.
-LOCAL_MODE_SCHEME = "qdrant-local:"
 
 
 @dataclass(frozen=True)
 class IndexURI:
-    backend: str  # "qdrant", "chroma", or "qdrant-local" (qdrant-client's local mode, to convert)
+    """Where an index lives, as :func:`parse_index_uri` reads it."""
+
+    backend: str  # "qdrant" or "chroma"
     path: str | None = None
     url: str | None = None
     host: str | None = None
@@ -48,7 +48,7 @@ def basic_auth(username: str | None, password: str | None) -> dict[str, str] | N
 
 def _cluster_options(uri: str, query: str) -> dict[str, Any]:
     """The Qdrant collection settings in a URI's query, as typed values."""
-    from .qdrant_client_store import CLUSTER_OPTIONS
+    from .qdrant.client_store import CLUSTER_OPTIONS
 
     options: dict[str, Any] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
@@ -66,6 +66,7 @@ def _cluster_options(uri: str, query: str) -> dict[str, Any]:
 
 
 def parse_index_uri(uri: str) -> IndexURI:
+    """An index URI (see the module) as an :class:`IndexURI`, or an error that shows the forms."""
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidInputError(f"index URI must be {URI_HELP}, got {uri!r}")
     for scheme in ("qdrant+http://", "qdrant+https://", "chroma+http://", "chroma+https://"):
@@ -87,10 +88,6 @@ def parse_index_uri(uri: str) -> IndexURI:
             return IndexURI(
                 "chroma", host=parsed.hostname, port=port or 8000, ssl=parsed.scheme == "https", headers=headers
             )
-    if uri.startswith(LOCAL_MODE_SCHEME):
-        if not uri[len(LOCAL_MODE_SCHEME) :]:
-            raise InvalidInputError(f"index URI {uri!r} has no path; use qdrant-local:PATH")
-        return IndexURI("qdrant-local", path=uri[len(LOCAL_MODE_SCHEME) :])
     if uri.startswith(("qdrant:", "chroma:")):
         backend, path = uri.split(":", 1)
         if not path:
@@ -105,8 +102,6 @@ def open_index(uri: IndexURI, encoder: Any, *, quantization: str | None = None) 
     """The index a URI names; ``quantization`` applies to Qdrant collections created now."""
     from . import ChromaIndex, QdrantIndex
 
-    if uri.backend == "qdrant-local":
-        return QdrantIndex(local_path=uri.path, encoder=encoder)
     if uri.backend == "qdrant":
         api_key = os.environ.get("QDRANT_API_KEY") or None
         where: dict[str, Any] = {"path": uri.path} if uri.path else {"url": uri.url, "api_key": api_key, **uri.options}
@@ -118,72 +113,22 @@ def open_index(uri: IndexURI, encoder: Any, *, quantization: str | None = None) 
     return ChromaIndex(host=uri.host, port=uri.port or 8000, ssl=uri.ssl, headers=uri.headers, encoder=encoder)
 
 
-def holds_index(uri: IndexURI, collection: str = "lmk") -> bool:
-    """Whether an embedded location holds a store already (servers: always asked)."""
-    if uri.path is None:
-        return True
-    folder = Path(uri.path)
-    if folder.exists() and not folder.is_dir():
-        raise IndexUnavailableError(f"the index path {uri.path!r} is a file; give a folder for {uri.backend}:PATH")
-    if uri.backend == "chroma":
-        return (folder / "chroma.sqlite3").is_file()
-    from .qdrant_edge_store import holds_edge_index, holds_local_mode_index
-
-    if uri.backend == "qdrant-local":
-        return holds_local_mode_index(folder)
-    return holds_edge_index(folder, collection) or holds_local_mode_index(folder)
-
-
 def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None = None) -> Fingerprint | None:
     """The fingerprint an existing index was built with, or None for a new / empty location.
     Reads only: a folder that holds no index is left untouched. A Qdrant server is asked with
-    ``api_key``, else ``$QDRANT_API_KEY``."""
-    if not holds_index(uri, collection):
-        return None
-    if uri.backend == "qdrant" and uri.path:
-        from ..errors import IncompatibleIndexError
-        from .qdrant_edge_store import holds_edge_index, local_mode_message, read_meta
-
+    ``api_key``, else ``$QDRANT_API_KEY``. Each backend knows its own storage."""
+    if uri.path is not None:
         folder = Path(uri.path)
-        if not holds_edge_index(folder, collection):
-            raise IncompatibleIndexError(local_mode_message(folder, collection))
-        meta = read_meta(folder, collection)
-        return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
-    if uri.backend in ("qdrant", "qdrant-local"):
-        from qdrant_client import QdrantClient
+        if folder.exists() and not folder.is_dir():
+            raise IndexUnavailableError(f"the index path {uri.path!r} is a file; give a folder for {uri.backend}:PATH")
+    if uri.backend == "qdrant" and uri.path:
+        from .qdrant.edge_store import folder_fingerprint
 
-        from .qdrant_client_store import auth_error, is_connection_error, open_local_mode, stored_fingerprint
+        return folder_fingerprint(Path(uri.path), collection)
+    if uri.backend == "qdrant":
+        from .qdrant.client_store import server_fingerprint
 
-        key = api_key or os.environ.get("QDRANT_API_KEY") or None
-        qdrant = open_local_mode(Path(uri.path)) if uri.path else QdrantClient(url=uri.url, api_key=key)
-        try:
-            return stored_fingerprint(qdrant, collection)
-        except Exception as exc:
-            refused = auth_error(exc, uri.url) if uri.url else None
-            if refused is not None:
-                raise refused from exc
-            if uri.url and is_connection_error(exc):
-                raise IndexUnavailableError(
-                    f"cannot reach the Qdrant server at {uri.url} ({exc}); start it, or check the URL"
-                ) from exc
-            raise
-        finally:
-            qdrant.close()
-    import chromadb
+        return server_fingerprint(str(uri.url), api_key or os.environ.get("QDRANT_API_KEY") or None, collection)
+    from .chroma import stored_fingerprint
 
-    from .chroma import fingerprint_in, unavailable
-
-    where = uri.path or f"{'https' if uri.ssl else 'http'}://{uri.host}:{uri.port}"
-    try:
-        if uri.path:
-            client: Any = chromadb.PersistentClient(path=uri.path)
-        else:
-            client = chromadb.HttpClient(
-                host=uri.host or "localhost", port=uri.port or 8000, ssl=uri.ssl, headers=uri.headers
-            )
-        names = {getattr(c, "name", c) for c in client.list_collections()}
-        if f"{collection}__lmk_meta" not in names:
-            return None
-        return fingerprint_in(client.get_collection(f"{collection}__lmk_meta"))
-    except Exception as exc:
-        raise unavailable(exc, where, opening=True) from exc
+    return stored_fingerprint(collection, path=uri.path, host=uri.host, port=uri.port, ssl=uri.ssl, headers=uri.headers)

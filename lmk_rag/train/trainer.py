@@ -263,9 +263,6 @@ class Trainer:
         ``weights_only=True``: tensors, numbers and state dicts only, so a crafted file cannot run code."""
         folder = self._checkpoint_dir()
         state_file = folder / "state.pt"
-        legacy = self.out / "checkpoint.tmp" / "state.pt"  # left by an older version's interrupted swap
-        if not state_file.is_file() and legacy.is_file():
-            state_file = legacy
         if not state_file.is_file():
             return False
         try:

@@ -13,7 +13,7 @@ from lmk_rag import LMKEncoder
 from lmk_rag.errors import IncompatibleIndexError
 from lmk_rag.index import ChromaIndex, QdrantIndex, copy_index
 from lmk_rag.index.fusion import fuse
-from lmk_rag.index.qdrant_layout import default_prefetch_limit, point_id
+from lmk_rag.index.qdrant.layout import default_prefetch_limit
 
 from ..cli_runner import run_cli
 from .test_index_contract import META, NAMES, TEXTS
@@ -185,72 +185,19 @@ def test_copy_from_chroma(tmp_path, base_encoder):
         edge.close()
 
 
-def write_old_local_mode_index(folder: Path, encoder: LMKEncoder) -> None:
-    """An index as lmk-rag wrote it before Qdrant Edge: qdrant-client local mode, no BM25 vectors."""
-    from qdrant_client import QdrantClient, models
-
-    client = QdrantClient(path=str(folder))
-    dim = encoder.dimension
-    client.create_collection(
-        "lmk",
-        vectors_config={
-            "pooled": models.VectorParams(size=dim, distance=models.Distance.COSINE),
-            "landmarks": models.VectorParams(
-                size=dim,
-                distance=models.Distance.COSINE,
-                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-            ),
-        },
-    )
-    client.create_collection("lmk__lmk_meta", vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT))
-    client.upsert(
-        "lmk__lmk_meta",
-        points=[
-            models.PointStruct(
-                id=point_id("fingerprint"), vector=[1.0], payload={"fingerprint": encoder.fingerprint.to_dict()}
-            )
-        ],
-    )
-    multis = encoder.encode_multi(TEXTS)
-    client.upsert(
-        "lmk",
-        points=[
-            models.PointStruct(
-                id=point_id(name),
-                vector={"pooled": mv.pooled.tolist(), "landmarks": mv.vectors.tolist()},
-                payload={"doc_id": name, "text": text, "metadata": meta, "spans": [list(s) for s in mv.spans]},
-            )
-            for name, text, meta, mv in zip(NAMES, TEXTS, META, multis)
-        ],
-    )
-    client.close()
-
-
 @pytest.mark.slow
-def test_an_old_local_mode_folder_is_recognised_and_converted(tmp_path, base_encoder):
-    old, new = tmp_path / "old", tmp_path / "new"
-    write_old_local_mode_index(old, base_encoder)
-    with pytest.raises(IncompatibleIndexError, match=f"lmk-rag copy qdrant-local:{old} qdrant:NEW_FOLDER"):
-        QdrantIndex(old, encoder=base_encoder)
-    refused = run_cli("search", "tides", "--index", f"qdrant:{old}")
-    assert refused.returncode == 2 and "lmk-rag copy qdrant-local:" in refused.stderr
-    converted = run_cli("copy", f"qdrant-local:{old}", f"qdrant:{new}", "--no-progress")
+def test_cli_copy_moves_a_chroma_index_into_qdrant_without_re_encoding(tmp_path):
+    """`lmk-rag copy chroma:OLD qdrant:NEW`: every document with its vectors; BM25 vectors are
+    computed from the stored text, so the default hybrid search works on the copy."""
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus"
+    old, new = f"chroma:{tmp_path / 'old'}", f"qdrant:{tmp_path / 'new'}"
+    assert run_cli("ingest", str(corpus), "--index", old, "--no-progress").returncode == 0
+    converted = run_cli("copy", old, new, "--no-progress")
     assert converted.returncode == 0, converted.stderr[-2000:]
     assert "copied 5 documents" in converted.stdout
-    found = run_cli(
-        "search", "How many copies of the Gutenberg Bible were printed?", "--index", f"qdrant:{new}", "--json"
-    )
-    assert json.loads(found.stdout)[0]["id"] == "printing_press.md"
-    hybrid = run_cli("search", "Bay of Fundy", "--index", f"qdrant:{new}", "--mode", "hybrid", "--json")
-    assert json.loads(hybrid.stdout)[0]["id"] == "tides.md"
-    source = QdrantIndex(local_path=old, encoder=base_encoder)
-    target = QdrantIndex(new, encoder=base_encoder)
-    try:
-        a, b = all_vectors(source), all_vectors(target)
-        assert sorted(a) == sorted(b) == sorted(NAMES)
-        assert all(np.allclose(a[i][1].vectors, b[i][1].vectors, atol=1e-6) and a[i][0] == b[i][0] for i in a)
-        with pytest.raises(ValueError, match="no BM25 vectors"):
-            source.search("tides", mode="hybrid")
-    finally:
-        source.close()
-        target.close()
+    before = json.loads(run_cli("search", "solar panel inverter", "--index", old, "--json", "--mode", "maxsim").stdout)
+    after = json.loads(run_cli("search", "solar panel inverter", "--index", new, "--json", "--mode", "maxsim").stdout)
+    assert [h["id"] for h in after] == [h["id"] for h in before]
+    assert [h["score"] for h in after] == pytest.approx([h["score"] for h in before], abs=1e-5)
+    hybrid = run_cli("search", "solar panel inverter", "--index", new, "--json")  # the default: hybrid
+    assert hybrid.returncode == 0 and json.loads(hybrid.stdout)[0]["id"] == after[0]["id"]

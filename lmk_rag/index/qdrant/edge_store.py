@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import (
+from ...errors import (
     DamagedIndexError,
     IncompatibleIndexError,
     IndexUnavailableError,
@@ -27,9 +27,10 @@ from ..errors import (
     InvalidInputError,
     MissingDependencyError,
 )
-from ..types import Fingerprint
-from .filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
-from .qdrant_layout import (
+from ...types import Fingerprint
+from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
+from ..space import OPEN_MARGIN_BYTES, check_free_space
+from .layout import (
     BM25,
     BM25_SETTINGS,
     LANDMARKS,
@@ -41,11 +42,9 @@ from .qdrant_layout import (
     found,
     payload_key,
 )
-from .space import OPEN_MARGIN_BYTES, check_free_space
 
 LAYOUT_VERSION = 1
 _SHARD_MARKER = "edge_config.json"
-_LOCAL_MODE_MARKER = "meta.json"  # written by qdrant-client's local mode (lmk-rag's earlier embedded store)
 
 
 logger = logging.getLogger("lmk_rag")
@@ -155,18 +154,12 @@ def holds_edge_index(folder: Path, collection: str) -> bool:
     return (folder / collection / _SHARD_MARKER).is_file()
 
 
-def holds_local_mode_index(folder: Path) -> bool:
-    return (folder / _LOCAL_MODE_MARKER).is_file() and (folder / "collection").is_dir()
-
-
-def local_mode_message(folder: Path, collection: str) -> str:
-    return (
-        f"{str(folder)!r} holds an index written by qdrant-client's local mode (lmk-rag's embedded store "
-        "before Qdrant Edge), which this version no longer writes. Convert it, vectors and all, without "
-        f"re-encoding: lmk-rag copy qdrant-local:{folder} qdrant:NEW_FOLDER (Python: "
-        f"copy_index(QdrantIndex(local_path={str(folder)!r}, collection={collection!r}), QdrantIndex(NEW_FOLDER))), "
-        "or rebuild it with lmk-rag ingest into a new folder"
-    )
+def folder_fingerprint(folder: Path, collection: str) -> Fingerprint | None:
+    """The fingerprint an embedded index in ``folder`` records, without opening (or creating) it."""
+    if not holds_edge_index(folder, collection):
+        return None
+    meta = read_meta(folder, collection)
+    return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
 
 
 def read_meta(folder: Path, collection: str) -> dict[str, Any] | None:
@@ -230,14 +223,10 @@ def edge_config(dimension: int, quantization: str | None) -> Any:
 class EdgeStore:
     """One collection as an Edge shard in ``folder``."""
 
-    bm25 = True
-
     def __init__(self, folder: Path, collection: str, dimension: int, quantization: str | None) -> None:
         e = _edge()
         if folder.exists() and not folder.is_dir():
             raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
-        if not holds_edge_index(folder, collection) and holds_local_mode_index(folder):
-            raise IncompatibleIndexError(local_mode_message(folder, collection))
         self.folder, self.collection = folder, collection
         meta = read_meta(folder, collection)
         if meta is not None and meta.get("quantization") != quantization and quantization is not None:

@@ -1,18 +1,17 @@
 """The Qdrant store behind ``qdrant-client``: a server or cluster (``url=``), memory
-(``location=":memory:"``), or qdrant-client's local mode (``local_path=``, read to convert old
-indexes and as the benchmarks' reference). Same collection layout as the embedded Edge store;
+(``location=":memory:"``), or any ``QdrantClient`` given (the benchmarks' reference: its local
+mode on a folder). Same collection layout as the embedded Edge store;
 the fingerprint lives in the point of a ``<collection>__lmk_meta`` collection.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
-from ..types import Fingerprint
-from .filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
-from .qdrant_layout import (
+from ...errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
+from ...types import Fingerprint
+from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
+from .layout import (
     BM25,
     BM25_SETTINGS,
     LANDMARKS,
@@ -45,25 +44,6 @@ def check_cluster_options(options: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def open_local_mode(folder: Path) -> Any:
-    """qdrant-client local mode on ``folder``, with errors that say what to change."""
-    from qdrant_client import QdrantClient
-
-    if folder.exists() and not folder.is_dir():
-        raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder")
-    try:
-        return QdrantClient(path=str(folder))
-    except RuntimeError as exc:
-        if "already accessed" in str(exc):
-            raise IndexUnavailableError(
-                f"the index folder {str(folder)!r} is open in another process (qdrant local mode allows one); "
-                "close that process"
-            ) from exc
-        raise
-    except OSError as exc:
-        raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
-
-
 def stored_fingerprint(client: Any, collection: str) -> Fingerprint | None:
     """The fingerprint kept beside ``collection``, or None where there is none yet."""
     meta = f"{collection}__lmk_meta"
@@ -71,6 +51,27 @@ def stored_fingerprint(client: Any, collection: str) -> Fingerprint | None:
         return None
     points = client.retrieve(meta, ids=[point_id("fingerprint")], with_payload=True)
     return Fingerprint.from_dict(points[0].payload["fingerprint"]) if points and points[0].payload else None
+
+
+def server_fingerprint(url: str, api_key: str | None, collection: str) -> Fingerprint | None:
+    """The fingerprint a collection on the Qdrant server at ``url`` records (None: no such collection),
+    with errors that say what to change when the server refuses or cannot be reached."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(url=url, api_key=api_key)
+    try:
+        return stored_fingerprint(client, collection)
+    except Exception as exc:
+        refused = auth_error(exc, url)
+        if refused is not None:
+            raise refused from exc
+        if is_connection_error(exc):
+            raise IndexUnavailableError(
+                f"cannot reach the Qdrant server at {url} ({exc}); start it, or check the URL"
+            ) from exc
+        raise
+    finally:
+        client.close()
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -126,17 +127,18 @@ def _check_existing(params: Any, cluster: dict[str, Any], collection: str) -> No
 
 def _check_layout(params: Any, collection: str) -> None:
     """Refuse a collection lmk-rag did not create: it needs named vectors ``pooled`` and
-    ``landmarks`` (a multivector); say what the collection has instead and what to do."""
+    ``landmarks`` (a multivector) and the sparse ``bm25``; say what the collection has instead and what to do."""
     vectors = params.vectors
     names = sorted(vectors) if isinstance(vectors, dict) else []
     landmarks = vectors.get(LANDMARKS) if isinstance(vectors, dict) else None
-    if POOLED in names and getattr(landmarks, "multivector_config", None) is not None:
+    sparse = params.sparse_vectors or {}
+    if POOLED in names and getattr(landmarks, "multivector_config", None) is not None and BM25 in sparse:
         return
     found = f"named vectors {names}" if names else f"one unnamed vector of size {getattr(vectors, 'size', '?')}"
     raise IncompatibleIndexError(
         f"collection {collection!r} was not created by lmk-rag: it has {found}, where lmk-rag needs "
-        f"'{POOLED}' and a '{LANDMARKS}' multivector; give another collection name (lmk-rag creates it), "
-        "or copy its documents' text into one"
+        f"'{POOLED}', a '{LANDMARKS}' multivector and a '{BM25}' sparse vector; give another collection name "
+        "(lmk-rag creates it), or copy its documents' text into one"
     )
 
 
@@ -182,9 +184,6 @@ class ClientStore:
         info = client.get_collection(collection)
         _check_layout(info.config.params, collection)
         _check_existing(info.config.params, cluster, collection)
-        sparse = info.config.params.sparse_vectors or {}
-        # Collections written before BM25 was part of the layout have no sparse vector: no hybrid there.
-        self.bm25 = BM25 in sparse
         if quantization is None:
             landmarks = (info.config.params.vectors or {}).get(LANDMARKS)
             self.quantization = "int8" if getattr(landmarks, "quantization_config", None) is not None else None
@@ -222,7 +221,7 @@ class ClientStore:
         structs = []
         for p in points:
             vector: dict[str, Any] = {POOLED: p.pooled, LANDMARKS: p.landmarks}
-            if p.sparse is not None and self.bm25:
+            if p.sparse is not None:
                 vector[BM25] = models.SparseVector(indices=p.sparse[0], values=p.sparse[1])
             structs.append(models.PointStruct(id=p.id, vector=vector, payload=p.payload))
         for start in range(0, len(structs), _UPSERT_BATCH):

@@ -2,9 +2,8 @@
 
 Embedded by default: ``QdrantIndex(path)`` runs Qdrant's own engine in-process (Qdrant Edge:
 segments, WAL, HNSW, payload indexes, quantization). ``url=`` (+ ``api_key``) talks to a server
-or cluster, ``location=":memory:"`` keeps everything in memory, ``local_path=`` opens an index
-written by qdrant-client's local mode (lmk-rag's embedded store before Edge) to copy it. Every
-store uses one collection layout (:mod:`.qdrant_layout`), so an index moves between them with
+or cluster, ``location=":memory:"`` keeps everything in memory, ``client=`` uses a qdrant-client
+you made. Every store uses one collection layout (:mod:`.layout`), so an index moves between them with
 :func:`~lmk_rag.index.copy.copy_index` (``lmk-rag copy``).
 
 Search modes: ``prefetch`` (default: the best documents by the pooled vector through HNSW, then
@@ -22,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from ..encoder import LMKEncoder
-from ..errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
-from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
-from .filters import ParsedFilter
-from .fusion import check_fusion, fuse
-from .qdrant_client_store import ClientStore, auth_error, check_cluster_options, is_connection_error, open_local_mode
-from .qdrant_edge_store import damaged, is_damage
-from .qdrant_layout import (
+from ...encoder import LMKEncoder
+from ...errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
+from ...types import Fingerprint, MultiVector
+from ..base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
+from ..filters import ParsedFilter
+from ..fusion import check_fusion, fuse
+from .client_store import ClientStore, auth_error, check_cluster_options, is_connection_error
+from .edge_store import damaged, is_damage
+from .layout import (
     LANDMARKS,
     Found,
     Plan,
@@ -43,6 +42,7 @@ from .qdrant_layout import (
     sparse_query,
     to_point,
 )
+from .store import QdrantStore
 
 DEFAULT_PATH = "./lmk_index"
 _COUNT_TTL_S = 30.0
@@ -55,7 +55,7 @@ class QdrantIndex(MultiVectorIndex):
     """LMK documents in Qdrant (embedded Qdrant Edge, a server, or memory).
 
     ``prefetch_limit``: pooled candidates reranked by MaxSim in ``prefetch`` mode (None: chosen
-    from k and the corpus size, :func:`~.qdrant_layout.default_prefetch_limit`).
+    from k and the corpus size, :func:`~.layout.default_prefetch_limit`).
     ``quantization``: ``"int8"`` or ``"binary"`` landmark vectors in RAM, originals on disk for
     rescoring (fixed when the collection is created). ``hybrid_fusion`` (``"weighted"`` or
     ``"rrf"``) and ``hybrid_weight`` (BM25's share in ``weighted``) shape ``mode="hybrid"``.
@@ -65,12 +65,9 @@ class QdrantIndex(MultiVectorIndex):
     vector_default_mode = "prefetch"
     native_filters = ("qdrant",)
 
-    @property
-    def default_mode(self) -> str:  # type: ignore[override]
-        """``hybrid`` (BM25 + MaxSim; chosen on the dev domains: nDCG@10 0.909 vs 0.877 for
-        ``prefetch``, passage hit@1 0.363 vs 0.336), or ``prefetch`` on a collection written before
-        BM25 vectors were part of the layout."""
-        return "hybrid" if self.store.bm25 else "prefetch"
+    #: BM25 + MaxSim, chosen on the dev domains: nDCG@10 0.909 vs 0.877 for ``prefetch``, passage
+    #: hit@1 0.363 vs 0.336.
+    default_mode: SearchMode = "hybrid"
 
     def __init__(
         self,
@@ -79,7 +76,6 @@ class QdrantIndex(MultiVectorIndex):
         location: str | None = None,
         url: str | None = None,
         api_key: str | None = None,
-        local_path: str | Path | None = None,
         collection: str = "lmk",
         encoder: LMKEncoder | None = None,
         prefetch_limit: int | None = None,
@@ -92,8 +88,8 @@ class QdrantIndex(MultiVectorIndex):
         write_consistency_factor: int | None = None,
         on_disk: bool | None = None,
     ) -> None:
-        if sum(x is not None for x in (path, location, url, local_path, client)) > 1:
-            raise InvalidInputError("give one of path=, location=, url=, local_path= or client=")
+        if sum(x is not None for x in (path, location, url, client)) > 1:
+            raise InvalidInputError("give one of path=, location=, url= or client=")
         if prefetch_limit is not None and (
             isinstance(prefetch_limit, bool) or not isinstance(prefetch_limit, int) or prefetch_limit < 1
         ):
@@ -125,18 +121,18 @@ class QdrantIndex(MultiVectorIndex):
         self._count_cache: tuple[float, int] | None = None
         # A temporary copy the index is opened from when its folder cannot be written (read-only media).
         self._read_only_copy: Path | None = None
-        embedded = all(x is None for x in (location, url, local_path, client))
+        embedded = all(x is None for x in (location, url, client))
         if path is not None:
             path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.folder = Path(path or DEFAULT_PATH) if embedded else None
-        self.where = url or location or str(local_path or path or DEFAULT_PATH)
+        self.where = url or location or str(path or DEFAULT_PATH)
         if embedded:
             self._open_embedded(Path(path or DEFAULT_PATH), collection, quantization)
         else:
-            self._open_client(client, url, api_key, location, local_path, collection, quantization, cluster)
+            self._open_client(client, url, api_key, location, collection, quantization, cluster)
 
     def _open_embedded(self, folder: Path, collection: str, quantization: str | None) -> None:
-        from .qdrant_edge_store import EdgeStore, opening_lock, read_only_copy
+        from .edge_store import EdgeStore, opening_lock, read_only_copy
 
         if folder.is_dir() and not os.access(folder, os.W_OK):
             # The engine rewrites its own files when it opens a shard: on read-only media it opens a copy.
@@ -145,7 +141,7 @@ class QdrantIndex(MultiVectorIndex):
 
         # Two processes creating one new index: one creates it, the other then opens what was made.
         with opening_lock(folder, collection):
-            self.store: Any = EdgeStore(folder, collection, self.encoder.dimension, quantization)
+            self.store: QdrantStore = EdgeStore(folder, collection, self.encoder.dimension, quantization)
             try:
                 self._check_fingerprint(self.store.fingerprint())
             except Exception:
@@ -158,7 +154,6 @@ class QdrantIndex(MultiVectorIndex):
         url: str | None,
         api_key: str | None,
         location: str | None,
-        local_path: str | Path | None,
         collection: str,
         quantization: str | None,
         cluster: dict[str, Any],
@@ -173,10 +168,8 @@ class QdrantIndex(MultiVectorIndex):
         if client is None:
             if url is not None:
                 client = QdrantClient(url=url, api_key=api_key)
-            elif location is not None:
-                client = QdrantClient(location=location)
             else:
-                client = open_local_mode(Path(str(local_path)))
+                client = QdrantClient(location=location)
         try:
             self.store = ClientStore(client, collection, self.encoder.dimension, quantization, cluster)
         except Exception as exc:
@@ -240,12 +233,11 @@ class QdrantIndex(MultiVectorIndex):
 
     # ---------------------------------------------------------------- writes
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
-        with_bm25 = self.store.bm25
         for start in range(0, len(ids), _UPSERT_BATCH):
             end = start + _UPSERT_BATCH
             self.store.upsert(
                 [
-                    to_point(doc_id, text, meta, mv, with_bm25)
+                    to_point(doc_id, text, meta, mv)
                     for doc_id, text, meta, mv in zip(
                         ids[start:end], texts[start:end], metas[start:end], multis[start:end]
                     )
@@ -305,11 +297,6 @@ class QdrantIndex(MultiVectorIndex):
             plan = Plan(mode, k, where, vector=vector, prefetch=self._prefetch(k) if mode == "prefetch" else 0)
             results = self.store.search([plan])[0]
             return [self._hit(f, f.score, q, passage) for f in results]
-        if not self.store.bm25:
-            raise InvalidInputError(
-                f"the collection {self.collection!r} has no BM25 vectors (written before they were part of the "
-                "layout); copy it into a new collection (lmk-rag copy) to use mode='hybrid'"
-            )
         if text is None:
             raise InvalidInputError("mode='hybrid' needs the query text: use search(), not search_by_vector()")
         pool = max(10 * k, 50)

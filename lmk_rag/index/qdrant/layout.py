@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInputError, MissingDependencyError
-from ..types import MultiVector
-from .base import StoredDocument
-from .filters import ParsedFilter
+from ...errors import InvalidInputError, MissingDependencyError
+from ...types import MultiVector
+from ..base import StoredDocument
+from ..filters import ParsedFilter
 
 POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
 QUANTIZATIONS = ("int8", "binary")
@@ -95,12 +95,13 @@ class PointData:
     payload: dict[str, Any]
 
 
-def to_point(doc_id: str, text: str, meta: dict[str, Any], mv: MultiVector, with_bm25: bool) -> PointData:
+def to_point(doc_id: str, text: str, meta: dict[str, Any], mv: MultiVector) -> PointData:
+    """A document as one point of the layout (see the module), its BM25 vector computed from the text."""
     return PointData(
         point_id(doc_id),
         mv.pooled.tolist(),
         mv.vectors.tolist(),
-        sparse_document(text) if with_bm25 else None,
+        sparse_document(text),
         {
             "doc_id": doc_id,
             "text": text,
