@@ -32,6 +32,7 @@ check: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict lmk_rag integrations/langchain/langchain_lmk integrations/llama_index/llama_index
 
 # The documentation site (MkDocs Material + mkdocstrings), built strictly: a broken link fails.
 docs: install

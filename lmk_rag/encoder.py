@@ -260,7 +260,7 @@ class LMKEncoder:
     def window_overlap(self) -> int:
         """Chunks shared by neighbouring windows (see the constructor)."""
         if self._window_overlap is not None:
-            return self._window_overlap
+            return int(self._window_overlap)
         return default_overlap(self.max_length, self._prefix_len, self._largest_chunk)
 
     @property

@@ -55,8 +55,10 @@ def find_unencodable(texts: Sequence[str], name: str = "texts") -> InvalidInputE
 def check_granularity(granularity: Any) -> int | str | list[int] | None:
     """int k > 0, 'sentence', None (no inner landmarks), or a list of k for variable granularity."""
     allowed = "a positive int k, 'sentence', None, or a list of positive ints (variable k)"
-    if granularity is None or granularity == "sentence":
-        return granularity
+    if granularity is None:
+        return None
+    if granularity == "sentence":
+        return "sentence"
     if isinstance(granularity, bool):
         raise InvalidTypeError(f"granularity must be {allowed}, got {granularity!r}")
     if isinstance(granularity, int):

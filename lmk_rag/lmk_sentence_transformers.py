@@ -75,7 +75,7 @@ class LMKTransformer(InputModule):
         processor_kwargs: dict[str, Any] | None = None,
         **_: Any,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         if not isinstance(landmark_interval, int) or landmark_interval < 1:
             raise ValueError(f"landmark_interval must be a positive int, got {landmark_interval!r}")
         if layout not in LAYOUTS:
@@ -218,7 +218,7 @@ class LMKPooling(Module):
         normalize: bool = True,
         landmark_weights: str = "equal",
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         if pooling_mode not in POOLING_MODES:
             raise ValueError(f"pooling_mode must be one of {POOLING_MODES}, got {pooling_mode!r}")
         if landmark_weights not in LANDMARK_WEIGHTS:
@@ -263,7 +263,7 @@ class LMKMultiVectorMask(Module):
     forward_kwargs = {"task"}  # noqa: RUF012
 
     def __init__(self, normalize: bool = True) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.normalize = normalize
 
     def forward(self, features: dict[str, Any], task: str | None = None, **kwargs: Any) -> dict[str, Any]:

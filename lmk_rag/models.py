@@ -265,7 +265,8 @@ def load_model(
             ) from exc
         raise
     model.eval()
-    return model.to(device)
+    moved: torch.nn.Module = model.to(device)
+    return moved
 
 
 @contextmanager
@@ -278,7 +279,7 @@ def quiet_loading() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft)\b")
@@ -286,7 +287,7 @@ def quiet_loading() -> Iterator[None]:
             yield
     finally:
         if was_enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def _weights_error(path: str, exc: Exception) -> Exception:

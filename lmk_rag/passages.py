@@ -48,7 +48,8 @@ def passage_scores(
     sums = np.concatenate([[0.0], np.cumsum(sims)])
     idx = np.arange(len(sims))
     lo, hi = np.maximum(idx - radius, 0), np.minimum(idx + radius + 1, len(sims))
-    return peak_weight * sims + (1.0 - peak_weight) * (sums[hi] - sums[lo]) / (hi - lo)
+    blended: np.ndarray = peak_weight * sims + (1.0 - peak_weight) * (sums[hi] - sums[lo]) / (hi - lo)
+    return blended
 
 
 def check_passage_rule(rule: str) -> str:
@@ -117,7 +118,8 @@ def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:
     passages, answers = np.asarray(passages).reshape(-1, 2), np.asarray(answers).reshape(-1, 2)
     overlap = np.minimum(passages[:, 1], answers[:, 1]) - np.maximum(passages[:, 0], answers[:, 0])
     shorter = np.minimum(passages[:, 1] - passages[:, 0], answers[:, 1] - answers[:, 0])
-    return (shorter > 0) & (overlap * 2 >= shorter)
+    covered: np.ndarray = (shorter > 0) & (overlap * 2 >= shorter)
+    return covered
 
 
 def span_covers(passage: tuple[int, int], answer: tuple[int, int]) -> bool:

@@ -163,7 +163,7 @@ class EncoderSettings:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
 
 
-def setting_fields() -> list[tuple[dataclasses.Field, Any]]:
+def setting_fields() -> list[tuple[dataclasses.Field[Any], Any]]:
     """Each field with its resolved type (for the framework fields and the CLI options)."""
     hints = typing.get_type_hints(EncoderSettings)
     return [(f, hints[f.name]) for f in dataclasses.fields(EncoderSettings)]

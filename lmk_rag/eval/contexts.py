@@ -126,7 +126,7 @@ def chunk_spans(chunker: str, task: RetrievalTask, encoder: LMKEncoder) -> list[
 
 
 def fill_budget(
-    ranked: Sequence[Span], texts: Sequence[str], budget: int, count: Callable[[str], int], clip: Callable
+    ranked: Sequence[Span], texts: Sequence[str], budget: int, count: Callable[[str], int], clip: Callable[..., Any]
 ) -> list[Span]:
     """Chunks best first while they fit; the first that does not is clipped to what is left."""
     out: list[Span] = []
@@ -195,7 +195,8 @@ class ChunkContexts:
 
     def _scores(self, chunks: list[str], queries: list[str]) -> np.ndarray:
         if self.ranker == "dense":
-            return self.encoder.encode_query(queries) @ self.encoder.encode(chunks).T
+            scores: np.ndarray = self.encoder.encode_query(queries) @ self.encoder.encode(chunks).T
+            return scores
         import bm25s
 
         retriever = bm25s.BM25()

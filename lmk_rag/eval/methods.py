@@ -38,7 +38,7 @@ def _maxsim(
     vectors: np.ndarray,
     counts: np.ndarray,
     spans: np.ndarray,
-    locates: Sequence[Callable] = (np.argmax,),
+    locates: Sequence[Callable[..., Any]] = (np.argmax,),
 ) -> tuple[np.ndarray, list[dict[tuple[int, int], tuple[int, int]]]]:
     """Doc score = max over its vectors; also, per ``locate`` in ``locates``, the span of the
     vector it picks from each (q, top-10 doc)'s similarities (chunk-then-embed: the best chunk;
@@ -58,7 +58,8 @@ def _maxsim(
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    unit: np.ndarray = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return unit
 
 
 class Method:

@@ -7,6 +7,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .runner import EvalRow
 from .significance import PairedComparison
@@ -202,7 +203,7 @@ def write_report(
     out_dir: str | Path,
     title: str = "lmk-rag eval",
     command: str | None = None,
-    settings: dict | None = None,
+    settings: dict[str, Any] | None = None,
     comparisons: Sequence[PairedComparison] = (),
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``; returns their paths."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -27,7 +28,7 @@ class EvalRow:
     def tokens_per_second(self) -> float:
         return self.tokens / self.encode_seconds if self.encode_seconds > 0 else float("inf")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["tokens_per_second"] = self.tokens_per_second
         return d

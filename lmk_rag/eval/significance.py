@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class PairedComparison:
     ci_high: float
     p_value: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -64,7 +65,8 @@ def paired_test(
     weights = np.concatenate([np.full(len(d), 1.0 / (len(diffs) * len(d))) for d in diffs])
 
     def weighted_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.sum((x - y) * weights, axis=axis)
+        total: np.ndarray = np.sum((x - y) * weights, axis=axis)
+        return total
 
     rng = np.random.default_rng(seed)
     batch = max(1, min(1000, 4_000_000 // len(weights)))  # resamples at a time: ~32 MB per array, any query count
@@ -80,7 +82,8 @@ def paired_test(
     )
 
     def mean_of_task_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.mean([s.mean(axis=axis) for s in samples], axis=0)
+        mean: np.ndarray = np.mean([s.mean(axis=axis) for s in samples], axis=0)
+        return mean
 
     if all(len(d) > 1 for d in diffs):
         ci = stats.bootstrap(

@@ -445,7 +445,9 @@ class MultiVectorIndex(ABC):
     def _write_fingerprint(self, fp: Fingerprint) -> None: ...
 
     @abstractmethod
-    def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None: ...
+    def _upsert(
+        self, ids: list[str], texts: list[str], metas: list[dict[str, Any]], multis: list[MultiVector]
+    ) -> None: ...
 
     @abstractmethod
     def _search(

@@ -235,7 +235,7 @@ class ChromaIndex(MultiVectorIndex):
         self._disk_state = self._on_disk()
 
     # ---------------------------------------------------------------- writes
-    def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
+    def _upsert(self, ids: list[str], texts: list[str], metas: list[dict[str, Any]], multis: list[MultiVector]) -> None:
         now = time.time()
         gens = [uuid.uuid4().hex for _ in ids]
         rows, row_meta, vectors = [], [], []
@@ -325,7 +325,7 @@ class ChromaIndex(MultiVectorIndex):
         return list(self.docs.get(where=None if where is None else to_chroma_where(where), include=[])["ids"])
 
     def _count(self) -> int:
-        return self.docs.count()
+        return int(self.docs.count())
 
     def _scan(self, offset: Any, limit: int) -> tuple[list[tuple[StoredDocument, MultiVector]], Any]:
         start = int(offset or 0)
@@ -410,7 +410,7 @@ class ChromaIndex(MultiVectorIndex):
             for d, pairs in found.items()
         }
 
-    def _search_pooled(self, q: np.ndarray, k: int, where: dict | None, passage: PassageRequest) -> list[Hit]:
+    def _search_pooled(self, q: np.ndarray, k: int, where: dict[str, Any] | None, passage: PassageRequest) -> list[Hit]:
         res = self.docs.query(
             query_embeddings=[q], n_results=min(k, max(self.docs.count(), 1)), where=where, include=["distances"]
         )

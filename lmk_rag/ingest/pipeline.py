@@ -165,7 +165,9 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def encode_files(encoder: Any, files: Sequence[ReadFile], show_progress: bool = False) -> tuple[list, dict[str, str]]:
+def encode_files(
+    encoder: Any, files: Sequence[ReadFile], show_progress: bool = False
+) -> tuple[list[Any], dict[str, str]]:
     """(MultiVector per file, {id: reason} for files that could not be encoded). The batch is encoded
     at once; if that fails, each file alone, so one bad file fails alone."""
     if not files:

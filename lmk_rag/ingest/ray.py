@@ -77,7 +77,8 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
 
 def reopen(spec: tuple[str, dict[str, Any]], encoder: Any) -> MultiVectorIndex:
     """Open, in this process, the server index a :meth:`~MultiVectorIndex.reopen_spec` describes."""
-    from ..index import ChromaIndex, QdrantIndex
+    from ..index.chroma import ChromaIndex
+    from ..index.qdrant import QdrantIndex
 
     kind, kwargs = spec
     if kind == "qdrant":

@@ -23,7 +23,8 @@ def answer_landmarks(spans: np.ndarray, text_of_chunk: np.ndarray, answers: list
 
     known = text_of_chunk < len(answers)
     bounds = np.array([a if a is not None else (0, 0) for a in answers], dtype=np.int64).reshape(-1, 2)
-    return known & spans_cover(spans, bounds[np.where(known, text_of_chunk, 0)])
+    mask: np.ndarray = known & spans_cover(spans, bounds[np.where(known, text_of_chunk, 0)])
+    return mask
 
 
 def _segment_logsumexp(values: torch.Tensor, segment: torch.Tensor, n: int) -> torch.Tensor:

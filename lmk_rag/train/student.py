@@ -52,7 +52,8 @@ class LandmarkStudent(torch.nn.Module):
         return [p for p in self.parameters() if p.requires_grad]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden: torch.Tensor = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return hidden
 
 
 def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]) -> tuple[Any, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.documents import Document
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage
@@ -13,7 +15,7 @@ def hit_to_document(hit: Hit | StoredDocument) -> Document:
     return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
 
 
-def passage_metadata(metadata: dict, parent: str, span: tuple[int, int], **extra: object) -> dict:
+def passage_metadata(metadata: dict[str, Any], parent: str, span: tuple[int, int], **extra: object) -> dict[str, Any]:
     """A passage's metadata: its document's, plus ``parent_id``, ``span_start`` / ``span_end``
     (characters in the parent's text) and ``extra`` (score, landmark, tokens)."""
     return {**metadata, "parent_id": parent, "span_start": span[0], "span_end": span[1], **extra}

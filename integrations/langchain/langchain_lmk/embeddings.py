@@ -30,13 +30,15 @@ class LMKEmbeddings(LMKEncoderFields, Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents (``document_prefix`` applied), one list of floats each."""
-        return self.encoder.encode(texts).tolist()
+        vectors: list[list[float]] = self.encoder.encode(texts).tolist()
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query (``query_prefix`` applied)."""
         if not isinstance(text, str):
             raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
-        return self.encoder.encode_query(text).tolist()
+        vector: list[float] = self.encoder.encode_query(text).tolist()
+        return vector
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """Async ``embed_documents``; runs in a worker thread so the event loop stays free."""

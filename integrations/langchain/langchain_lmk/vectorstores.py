@@ -60,7 +60,12 @@ class LMKVectorStore(VectorStore):
         return None
 
     def add_texts(
-        self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
     ) -> list[str]:
         """Store texts whole, each as landmark vectors; returns their ids (given, or new ones)."""
         texts = list(texts)
@@ -189,7 +194,7 @@ class LMKVectorStore(VectorStore):
         cls,
         texts: list[str],
         embedding: Embeddings | None = None,
-        metadatas: list[dict] | None = None,
+        metadatas: list[dict[str, Any]] | None = None,
         *,
         ids: list[str] | None = None,
         index: MultiVectorIndex | None = None,

@@ -250,7 +250,7 @@ class ClientStore:
         self._indexed.add(path)
 
     # ---------------------------------------------------------------- reads
-    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict, Any, Any]]:
+    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict[str, Any], Any, Any]]:
         points = self.client.retrieve(
             self.collection, ids=ids, with_payload=True, with_vectors=[POOLED, LANDMARKS] if with_vectors else False
         )
@@ -258,7 +258,7 @@ class ClientStore:
 
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[tuple[dict, Any, Any]], Any]:
+    ) -> tuple[list[tuple[dict[str, Any], Any, Any]], Any]:
         points, nxt = self.client.scroll(
             self.collection,
             limit=limit,

@@ -167,7 +167,8 @@ def read_meta(folder: Path, collection: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return meta
     except (OSError, ValueError) as exc:
         raise IndexUnavailableError(f"cannot read the index settings {str(path)!r}: {exc}") from exc
 
@@ -311,7 +312,7 @@ class EdgeStore:
         self._indexed.add(path)
 
     # ---------------------------------------------------------------- reads
-    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict, Any, Any]]:
+    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict[str, Any], Any, Any]]:
         records = self.shard.retrieve(
             ids, with_payload=True, with_vector=[POOLED, LANDMARKS] if with_vectors else False
         )
@@ -323,7 +324,7 @@ class EdgeStore:
 
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[tuple[dict, Any, Any]], Any]:
+    ) -> tuple[list[tuple[dict[str, Any], Any, Any]], Any]:
         e = _edge()
         records, nxt = self.shard.scroll(
             e.ScrollRequest(

@@ -232,7 +232,7 @@ class QdrantIndex(MultiVectorIndex):
             self.store.optimize()
 
     # ---------------------------------------------------------------- writes
-    def _upsert(self, ids: list[str], texts: list[str], metas: list[dict], multis: list[MultiVector]) -> None:
+    def _upsert(self, ids: list[str], texts: list[str], metas: list[dict[str, Any]], multis: list[MultiVector]) -> None:
         for start in range(0, len(ids), _UPSERT_BATCH):
             end = start + _UPSERT_BATCH
             self.store.upsert(

@@ -13,7 +13,7 @@ from .layout import Found, Plan, PointData
 
 #: A stored point as the stores return it: its payload, its pooled vector and its landmark vectors
 #: (the vectors are None when not asked for).
-Record = tuple[dict, Any, Any]
+Record = tuple[dict[str, Any], Any, Any]
 
 
 class QdrantStore(Protocol):

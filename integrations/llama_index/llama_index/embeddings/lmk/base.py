@@ -50,13 +50,16 @@ class LMKEmbedding(LMKEncoderFields, BaseEmbedding):
         return "LMKEmbedding"
 
     def _get_query_embedding(self, query: str) -> Embedding:
-        return self.encoder.encode_query(query).tolist()
+        vector: Embedding = self.encoder.encode_query(query).tolist()
+        return vector
 
     def _get_text_embedding(self, text: str) -> Embedding:
-        return self.encoder.encode([text])[0].tolist()
+        vector: Embedding = self.encoder.encode([text])[0].tolist()
+        return vector
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return self.encoder.encode(texts).tolist()
+        vectors: list[Embedding] = self.encoder.encode(texts).tolist()
+        return vectors
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
         return await asyncio.to_thread(self._get_query_embedding, query)
