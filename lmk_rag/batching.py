@@ -15,6 +15,9 @@ from .windows import Sequences
 
 @dataclass
 class Batch:
+    """One padded forward batch: token ids, attention mask (from lengths, never from ids), where
+    its landmarks sit (``index``) and its real (unpadded) token count."""
+
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     index: BatchIndex
@@ -66,5 +69,7 @@ def make_batch(seqs: Sequences, rows: np.ndarray, pad_id: int, has_cls: bool) ->
 def iter_batches(
     seqs: Sequences, batch_size: int, max_batch_tokens: int, pad_id: int, has_cls: bool
 ) -> Iterator[Batch]:
+    """The sequences as length-sorted batches of at most ``batch_size`` rows and ``max_batch_tokens``
+    padded tokens, padded with ``pad_id``; ``has_cls``: each sequence starts with a CLS token."""
     for rows in plan_batches(seqs.lengths, batch_size, max_batch_tokens):
         yield make_batch(seqs, rows, pad_id, has_cls)

@@ -56,17 +56,28 @@ class Candidate(Protocol):
     """What the builder needs of a retrieved document (an index :class:`~lmk_rag.index.Hit` is one)."""
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The document's id."""
+
     @property
-    def score(self) -> float: ...
+    def score(self) -> float:
+        """The document's ranking score (higher is better)."""
+
     @property
-    def text(self) -> str: ...
+    def text(self) -> str:
+        """The document's whole text."""
+
     @property
-    def metadata(self) -> dict[str, Any]: ...
+    def metadata(self) -> dict[str, Any]:
+        """The document's metadata, returned with its passages."""
+
     @property
-    def landmark_spans(self) -> tuple[tuple[int, int], ...]: ...
+    def landmark_spans(self) -> tuple[tuple[int, int], ...]:
+        """Each landmark's ``(start, end)`` characters in ``text``."""
+
     @property
-    def landmark_scores(self) -> np.ndarray | None: ...
+    def landmark_scores(self) -> np.ndarray | None:
+        """Each landmark's similarity to the query (None: the builder computes them)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +165,7 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+|\n[ \t]*\n\s*")
 
 
 def check_max_tokens(max_tokens: Any) -> int:
+    """``max_tokens`` if it is a positive int (a token budget), else an error naming it."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInputError(f"max_tokens must be a positive int (a token budget), got {max_tokens!r}")
     return max_tokens

@@ -60,10 +60,12 @@ class TokenizedBatch:
 
     @property
     def n_texts(self) -> int:
+        """Texts in the batch."""
         return len(self.offsets) - 1
 
     @property
     def n_tokens(self) -> np.ndarray:
+        """Content tokens of each text."""
         return np.diff(self.offsets)
 
     def truncate(self, max_tokens: int) -> tuple[TokenizedBatch, np.ndarray]:
@@ -200,19 +202,24 @@ class Layout:
 
     @property
     def n_texts(self) -> int:
+        """Texts laid out."""
         return len(self.seq_offsets) - 1
 
     @property
     def lengths(self) -> np.ndarray:
+        """Tokens of each text's whole sequence (CLS, chunks and landmarks)."""
         return np.diff(self.seq_offsets)
 
     def sequence(self, i: int) -> np.ndarray:
+        """Text ``i``'s token ids as laid out."""
         return self.ids[self.seq_offsets[i] : self.seq_offsets[i + 1]]
 
     def landmark_positions(self, i: int) -> np.ndarray:
+        """Where text ``i``'s landmarks sit in its sequence."""
         return self.lmk_pos[self.chunk_offsets[i] : self.chunk_offsets[i + 1]]
 
     def text_spans(self, i: int) -> list[tuple[int, int]]:
+        """Text ``i``'s landmarks' ``(start, end)`` character spans."""
         rows = self.spans[self.chunk_offsets[i] : self.chunk_offsets[i + 1]]
         return [(int(a), int(b)) for a, b in rows]
 

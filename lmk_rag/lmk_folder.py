@@ -32,6 +32,9 @@ DELTA_NAME = "landmark_delta.safetensors"
 
 @dataclass
 class LMKFolderConfig:
+    """The settings ``lmk-rag train`` (or ``LMKEncoder.save``) records in a model folder's
+    ``lmk_config.json``; the encoder takes them for settings left unset."""
+
     base_model: str | None  # None: the packaged default base; ".": the folder itself
     pooling: str = "lmk"
     granularity: Any = 32
@@ -45,16 +48,19 @@ class LMKFolderConfig:
     training: dict[str, Any] = field(default_factory=dict)
 
     def save(self, folder: Path) -> None:
+        """Write ``lmk_config.json`` into ``folder``."""
         (folder / CONFIG_NAME).write_text(json.dumps(asdict(self), indent=2), encoding="utf-8")
 
     @classmethod
     def load(cls, folder: Path) -> LMKFolderConfig:
+        """Read ``folder``'s ``lmk_config.json`` (keys this version does not know are ignored)."""
         data = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
 
 def is_lmk_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a model folder lmk-rag wrote (it holds ``lmk_config.json``)."""
     return (Path(path) / CONFIG_NAME).is_file()
 
 

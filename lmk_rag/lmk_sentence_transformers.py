@@ -109,6 +109,8 @@ class LMKTransformer(InputModule):
         return random.choice(train) if isinstance(train, list) else int(train)
 
     def preprocess(self, inputs: Any, prompt: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Tokenize texts with landmarks inserted (lmk-rag's layout), as sentence-transformers
+        features (ids, mask, landmark positions)."""
         texts = list(inputs)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
@@ -166,16 +168,19 @@ class LMKTransformer(InputModule):
         }
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Run the encoder; adds ``token_embeddings``."""
         out = self.auto_model(input_ids=features["input_ids"], attention_mask=features["attention_mask"])
         features["token_embeddings"] = out.last_hidden_state
         return features
 
     def get_embedding_dimension(self) -> int:
+        """The encoder's hidden size."""
         return int(self.auto_model.config.hidden_size)
 
     get_word_embedding_dimension = get_embedding_dimension
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
+        """Write the weights (safetensors), tokenizer and this module's config to ``output_path``."""
         self.auto_model.save_pretrained(output_path, safe_serialization=True)
         self.save_tokenizer(output_path)
         self.save_config(output_path)
@@ -193,6 +198,7 @@ class LMKTransformer(InputModule):
         processor_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> LMKTransformer:
+        """Load the module sentence-transformers saved at ``model_name_or_path``."""
         where: dict[str, Any] = dict(
             subfolder=subfolder,
             token=token,
@@ -229,6 +235,7 @@ class LMKPooling(Module):
         self.landmark_weights = landmark_weights
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Pool the token states at the landmark positions (or CLS / mean): ``sentence_embedding``."""
         states = features["token_embeddings"].float()
         if self.pooling_mode == "cls":
             pooled = states[:, 0]
@@ -247,11 +254,13 @@ class LMKPooling(Module):
         return features
 
     def get_sentence_embedding_dimension(self) -> int:
+        """The pooled vector's dimension."""
         return self.word_embedding_dimension
 
     get_embedding_dimension = get_sentence_embedding_dimension
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
+        """Write this module's config to ``output_path``."""
         self.save_config(output_path)
 
 
@@ -267,6 +276,7 @@ class LMKMultiVectorMask(Module):
         self.normalize = normalize
 
     def forward(self, features: dict[str, Any], task: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Keep only the landmark states as the document's vectors (normalised if asked)."""
         states = features["token_embeddings"].float()
         if self.normalize:
             states = torch.nn.functional.normalize(states, p=2, dim=-1)
@@ -275,4 +285,5 @@ class LMKMultiVectorMask(Module):
         return features
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
+        """Write this module's config to ``output_path``."""
         self.save_config(output_path)

@@ -126,6 +126,8 @@ def _looks_like_hub_id(name: str) -> bool:
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` (CUDA, else MPS, else CPU), ``cpu``, ``cuda[:N]`` or ``mps`` as a torch device, or an
+    error naming the allowed values."""
     if isinstance(device, torch.device):
         return device
     if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
@@ -142,6 +144,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """``fp32``, ``fp16`` or ``bf16`` as a torch dtype, or an error naming the allowed values."""
     if isinstance(dtype, torch.dtype):
         if dtype not in DTYPES.values():
             raise InvalidInputError(f"dtype must be one of {sorted(DTYPES)}, got {dtype}")
@@ -207,6 +210,7 @@ def trained_max_length(config: Any, tokenizer: Any) -> int:
 
 
 def load_tokenizer(path: str, *, trust_remote_code: bool, revision: str | None) -> Any:
+    """The model's fast tokenizer, or a :class:`ModelLoadError` that says what is missing."""
     from transformers import AutoTokenizer
 
     try:

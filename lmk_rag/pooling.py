@@ -34,12 +34,14 @@ LANDMARK_WEIGHTS: tuple[LandmarkWeights, ...] = typing.get_args(LandmarkWeights)
 
 
 def check_pooling(pooling: str) -> Pooling:
+    """``pooling`` if it is one of :data:`POOLING_MODES`, else an error naming them."""
     if pooling not in POOLING_MODES:
         raise InvalidInputError(f"pooling must be one of {POOLING_MODES}, got {pooling!r}")
     return pooling
 
 
 def check_landmark_weights(weights: str) -> LandmarkWeights:
+    """``weights`` if it is one of :data:`LANDMARK_WEIGHTS`, else an error naming them."""
     if weights not in LANDMARK_WEIGHTS:
         raise InvalidInputError(f"landmark_weights must be one of {LANDMARK_WEIGHTS}, got {weights!r}")
     return weights
@@ -106,6 +108,7 @@ class PoolingAccumulator:
         self.has_cls = False
 
     def add(self, hidden: torch.Tensor, index: BatchIndex) -> None:
+        """Take one batch's hidden states: landmark states, CLS states and token sums per text."""
         hidden = hidden.float().cpu()
         self.lmk[index.lmk_chunks] = hidden[index.lmk_rows, index.lmk_cols]
         cls_states = hidden[:, 0]
@@ -142,6 +145,7 @@ class PoolingAccumulator:
         return self.lmk
 
     def pooled(self, pooling: str) -> torch.Tensor:
+        """One vector per text for ``pooling`` (lmk, lmk+mean, mean or cls)."""
         n_texts = len(self.cls_sum)
         if pooling in ("lmk", "lmk+mean"):
             vectors = self.lmk if pooling == "lmk" else self.mixed_vectors()
@@ -161,4 +165,5 @@ class PoolingAccumulator:
 
 
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to unit length (zero rows stay zero)."""
     return torch.nn.functional.normalize(x, p=2, dim=-1, eps=1e-12)

@@ -53,10 +53,12 @@ class STFolder:
 
     @property
     def is_lmk(self) -> bool:
+        """Whether the folder pools at landmarks (an lmk-rag export or an LMK pull request folder)."""
         return self.kind != "plain"
 
 
 def is_st_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a sentence-transformers folder (it holds ``modules.json``)."""
     return (Path(path) / MODULES_JSON).is_file()
 
 

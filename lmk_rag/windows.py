@@ -40,10 +40,12 @@ class Sequences:
 
     @property
     def lengths(self) -> np.ndarray:
+        """Tokens of each sequence."""
         return np.diff(self.offsets)
 
     @property
     def windows_per_text(self) -> np.ndarray:
+        """Sequences (windows) each text was split into."""
         return np.bincount(self.text, minlength=int(self.text.max(initial=-1)) + 1)
 
 

@@ -41,6 +41,8 @@ def add_parser(command: Command) -> None:
 
 
 def run_copy(args: argparse.Namespace) -> int:
+    """``lmk-rag copy SOURCE DEST``: every document with its vectors, nothing re-encoded; the
+    destination records the source's encoder."""
     from ..index import copy_index
     from ..index.uri import open_index, parse_index_uri, read_fingerprint
 
@@ -81,6 +83,7 @@ def _same_store(a: Any, b: Any) -> bool:
 
 
 def run_info(args: argparse.Namespace) -> int:
+    """``lmk-rag info``: the index's documents, landmark rows and encoder fingerprint."""
     import json
 
     index = open_index_of(args, must_exist=True)

@@ -56,6 +56,8 @@ def add_parser(command: Command) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    """``lmk-rag ingest PATHS``: read, encode and store files (here or on Ray), optionally verifying
+    and pruning first; exit 1 when a file failed."""
     from ..ingest import ingest
 
     missing = [p for p in args.paths if not Path(p).exists()]

@@ -77,6 +77,7 @@ def add_parser(command: Command) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    """``lmk-rag export MODEL OUT --format F``: write the model in a format other tools load."""
     from ..encoder import LMKEncoder
 
     model = None if args.source == "default" else args.source
@@ -100,6 +101,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_merge(args: argparse.Namespace) -> int:
+    """``lmk-rag merge MODELS --weights W``: write the weighted blend of LMK adapters."""
     from ..train.merge import merge_lmk_folders
 
     out = merge_lmk_folders(

@@ -34,6 +34,7 @@ def redact_uri(uri: str) -> str:
 
 
 def ints(text: str) -> list[int]:
+    """``--option 1,2,3`` as a list of ints (argparse type), or an error naming the text."""
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError as exc:
@@ -41,6 +42,7 @@ def ints(text: str) -> list[int]:
 
 
 def floats(text: str) -> list[float]:
+    """``--option 0.5,0.5`` as a list of floats (argparse type), or an error naming the text."""
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError as exc:
@@ -119,6 +121,7 @@ def package_version() -> str:
 
 
 def add_quantization_option(p: argparse.ArgumentParser) -> None:
+    """``--quantization int8|binary`` for commands that may create a Qdrant index."""
     p.add_argument(
         "--quantization",
         choices=("int8", "binary"),
@@ -128,6 +131,7 @@ def add_quantization_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_index_options(p: argparse.ArgumentParser) -> None:
+    """``--index URI`` plus every encoder option."""
     from ..index.uri import URI_HELP
 
     p.add_argument("--index", default="qdrant:./lmk_index", help=URI_HELP + " (default qdrant:./lmk_index)")

@@ -99,6 +99,8 @@ def _highlight(hit: Any, tty: bool) -> str:
 
 
 def run_search(args: argparse.Namespace) -> int:
+    """``lmk-rag search QUERY``: ranked documents with the matched passage highlighted (``--json``:
+    every field), or with ``--context`` the passages to hand an LLM."""
     import json
 
     if args.context is not None:

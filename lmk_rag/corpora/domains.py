@@ -132,7 +132,7 @@ DOMAINS: dict[str, Domain] = {
         Domain("postfix", "postfix-doc", "usr/share/doc/postfix/html", "dev"),
         Domain("gnucash", "gnucash-docs", "usr/share/doc/gnucash-docs/gnucash-guide-en", "dev"),
         # End-user prose (2026-12-06), the kind of text of the test split's short-text gap (a prose
-        # manual): chosen on page and query counts only. Only the discarded Z/Z50 ever trained on it.
+        # manual): chosen on page and query counts only. Only a discarded training candidate ever trained on it.
         Domain("gimp", "gimp-help-en", "usr/share/gimp/2.0/help/en", "dev"),
         Domain("git", "git-doc", "usr/share/doc/git-doc", "test", exclude=("RelNotes/*",)),
         Domain(
@@ -310,6 +310,8 @@ def docs_root() -> Path:
 
 
 def domain_folder(domain: Domain, root: str | Path | None = None) -> Path:
+    """Where ``domain``'s HTML lives under ``root`` (default :func:`docs_root`), or an error that
+    says how to extract the package."""
     base = Path(root) if root is not None else docs_root()
     for candidate in (base / domain.package / domain.folder, base / domain.folder):
         if candidate.is_dir():

@@ -150,6 +150,7 @@ def read_rst_pages(folder: str | Path | None = None, split: str | None = None) -
 
 
 def pages_as_texts(pages: Sequence[Page]) -> list[SourceText]:
+    """Pages as plain training texts named ``pydocs/NAME``."""
     return [SourceText(f"pydocs/{p.name}", p.text) for p in pages]
 
 

@@ -30,6 +30,8 @@ def is_faq(name: str, text: str = "") -> bool:
 
 @dataclass(frozen=True)
 class SourceText:
+    """A named plain text (a file, a page, a docstring)."""
+
     name: str
     text: str
 

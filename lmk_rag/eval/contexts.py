@@ -154,12 +154,14 @@ class TokenBudget:
         self._cache: dict[str, int] = {}
 
     def count(self, text: str) -> int:
+        """Tokens of ``text`` by the budget's tokenizer (cached)."""
         n = self._cache.get(text)
         if n is None:
             n = self._cache[text] = self.encoder.count_tokens([text])[0]
         return n
 
     def counts(self, texts: list[str]) -> list[int]:
+        """Tokens of each text."""
         return [self.count(t) for t in texts]
 
     def clip(self, text: str, tokens: int) -> int:
@@ -180,6 +182,7 @@ class ChunkContexts:
         self.name = f"{label}-{ranker}" if ranker == "bm25" else label
 
     def run(self, task: RetrievalTask, budgets: Sequence[int]) -> ContextRun:
+        """Chunk the task's documents, rank the chunks per query and fill each budget with the best."""
         t0 = time.perf_counter()
         spans = chunk_spans(self.chunker, task, self.encoder)
         texts = [task.doc_texts[d][a:b] for d, a, b in spans]
@@ -240,6 +243,7 @@ class LandmarkContexts:
         return self._encoded[task.name]
 
     def doc_scores(self, task: RetrievalTask) -> np.ndarray:
+        """(queries, documents) ranking scores: MaxSim, or MaxSim fused with BM25 (``ranking``)."""
         multi, q, _ = self.encode(task)
         maxsim = np.stack([(m.vectors @ q.T).max(axis=0) for m in multi], axis=1)
         if self.ranking == "maxsim":
@@ -257,6 +261,7 @@ class LandmarkContexts:
         return out
 
     def run(self, task: RetrievalTask, budgets: Sequence[int]) -> list[ContextRun]:
+        """One context per query and budget from lmk-rag's builder, for each passage rule."""
         multi, q, seconds = self.encode(task)
         scores = self.doc_scores(task)
         runs = []

@@ -69,6 +69,7 @@ class Method:
     suffix: str = ""  # "@model" when the method names its own model
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:  # pragma: no cover - interface
+        """Encode the task's documents and queries; one result per row this method reports."""
         raise NotImplementedError
 
 
@@ -82,6 +83,7 @@ class NativePooling(Method):
         self.name = pooling
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
+        """The model's own pooling over each document truncated to its window."""
         t0 = time.perf_counter()
         docs = self.encoder.encode(task.doc_texts)
         seconds = time.perf_counter() - t0
@@ -120,6 +122,7 @@ class LandmarkPooling(Method):
         self.k = k
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
+        """Pooled (single-vector) and MaxSim (multi-vector) rankings from one encoding, with passages."""
         t0 = time.perf_counter()
         multi = self.encoder.encode_multi(task.doc_texts)
         seconds = time.perf_counter() - t0
@@ -146,6 +149,8 @@ class ChunkThenEmbed(Method):
         self.n = n
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
+        """Fixed-token chunks embedded alone; documents ranked by their best chunk (max) and by the
+        average of their chunks (avg)."""
         enc = self.encoder
         t0 = time.perf_counter()
         batch = enc.tokenize(task.doc_texts)
@@ -174,6 +179,7 @@ class BM25(Method):
     name = "bm25"
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
+        """BM25 (bm25s, English stopwords) over the whole documents."""
         import bm25s
 
         t0 = time.perf_counter()

@@ -126,6 +126,8 @@ def markdown(
     command: str | None = None,
     comparisons: Sequence[PairedComparison] = (),
 ) -> str:
+    """The report as Markdown: one table per task, the mean over tasks, breakdowns by length and
+    position, and the paired comparisons to a baseline."""
     lines = [f"# {title}", ""]
     if command:
         lines += ["Produced by:", "", "```", command, "```", ""]
@@ -170,6 +172,7 @@ def markdown(
 
 
 def plot(rows: Sequence[EvalRow], key: str, path: Path, xlabel: str, logx: bool = False) -> Path | None:
+    """A plot of top-1 accuracy by ``key`` (length or position) per method at ``path`` (None: no data)."""
     table = breakdown(rows, key)
     if not table:
         return None

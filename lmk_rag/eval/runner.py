@@ -15,6 +15,8 @@ from .tasks import RetrievalTask
 
 @dataclass
 class EvalRow:
+    """One method on one task: its metrics, encode time, tokens and per-query scores."""
+
     task: str
     method: str
     metrics: dict[str, float]
@@ -26,9 +28,11 @@ class EvalRow:
 
     @property
     def tokens_per_second(self) -> float:
+        """Document tokens encoded per second."""
         return self.tokens / self.encode_seconds if self.encode_seconds > 0 else float("inf")
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict (with tokens per second)."""
         d = asdict(self)
         d["tokens_per_second"] = self.tokens_per_second
         return d

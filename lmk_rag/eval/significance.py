@@ -39,6 +39,7 @@ class PairedComparison:
     p_value: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The comparison as a JSON-ready dict."""
         return asdict(self)
 
 

@@ -21,6 +21,7 @@ RRF_K = 60
 
 
 def check_fusion(fusion: str, weight: float) -> None:
+    """Refuse an unknown ``hybrid_fusion`` or a ``hybrid_weight`` outside [0, 1], naming the argument."""
     if fusion not in FUSIONS:
         raise InvalidInputError(f"hybrid_fusion must be one of {FUSIONS}, got {fusion!r}")
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 
 
 def maxsim_scores(q: torch.Tensor, states: torch.Tensor, text_of_chunk: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """(queries, documents) MaxSim: each query's best dot product over each document's landmark
+    states (``text_of_chunk`` names each state's document; documents without one score -1e4)."""
     sims = q @ states.T
     index = text_of_chunk.unsqueeze(0).expand_as(sims)
     out = torch.full((len(q), n_docs), -1e4, device=q.device, dtype=sims.dtype)

@@ -49,9 +49,11 @@ class LandmarkStudent(torch.nn.Module):
         return output + (inputs[0] == self.landmark_id).unsqueeze(-1).to(output.dtype) * self.delta
 
     def trainable(self) -> list[torch.nn.Parameter]:
+        """The parameters the optimizer updates (LoRA or all weights, and the landmark offset)."""
         return [p for p in self.parameters() if p.requires_grad]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Hidden states of the batch, with the landmark offset added to landmark embeddings."""
         hidden: torch.Tensor = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return hidden
 

@@ -56,6 +56,9 @@ logger = logging.getLogger("lmk_rag")
 
 
 class Trainer:
+    """One training run of :class:`TrainConfig`: the frozen base as teacher, the student, the
+    optimizer and the pairs; checkpoints so a stopped run resumes exactly."""
+
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         torch.manual_seed(config.seed)
@@ -145,6 +148,8 @@ class Trainer:
         )
 
     def losses(self, pairs: list[Pair], step: int) -> dict[str, torch.Tensor]:
+        """Each objective's weighted loss on ``pairs`` at ``step`` (distillation only in the first
+        ``distill_only_steps``)."""
         c = self.config
         self.enc.reseed([c.seed, step, 1])
         docs = [p.positive for p in pairs] + [p.negative for p in pairs if p.negative]
@@ -301,6 +306,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- loop
     def train(self) -> Path:
+        """Run (or resume) to ``steps`` (or the stop step, or the time limit) and save the folder."""
         from tqdm.auto import tqdm
 
         c = self.config

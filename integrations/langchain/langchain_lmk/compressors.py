@@ -48,6 +48,8 @@ class LMKContextCompressor(BaseDocumentCompressor):
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None, **kwargs: Any
     ) -> Sequence[Document]:
+        """The documents' best passages for ``query`` within the token budget, best first, each a
+        ``Document`` with its parent's id and character span in its metadata."""
         docs = list(documents)
         if not docs:
             return []

@@ -198,9 +198,11 @@ class ClientStore:
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         return stored_fingerprint(self.client, self.collection)
 
     def write_fingerprint(self, fp: Fingerprint) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
         self.client.upsert(
@@ -216,6 +218,7 @@ class ClientStore:
 
     # ---------------------------------------------------------------- writes
     def upsert(self, points: list[PointData]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
         structs = []
@@ -228,6 +231,7 @@ class ClientStore:
             self.client.upsert(self.collection, points=structs[start : start + _UPSERT_BATCH], wait=True)
 
     def delete(self, ids: list[str]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
         self.client.delete(self.collection, points_selector=models.PointIdsList(points=list(ids)))
@@ -251,6 +255,7 @@ class ClientStore:
 
     # ---------------------------------------------------------------- reads
     def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict[str, Any], Any, Any]]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         points = self.client.retrieve(
             self.collection, ids=ids, with_payload=True, with_vectors=[POOLED, LANDMARKS] if with_vectors else False
         )
@@ -259,6 +264,7 @@ class ClientStore:
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
     ) -> tuple[list[tuple[dict[str, Any], Any, Any]], Any]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         points, nxt = self.client.scroll(
             self.collection,
             limit=limit,
@@ -270,6 +276,7 @@ class ClientStore:
         return [(p.payload, (p.vector or {}).get(POOLED), (p.vector or {}).get(LANDMARKS)) for p in points], nxt
 
     def count(self) -> int:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         return int(self.client.count(self.collection, exact=True).count)
 
     def _filter(self, where: ParsedFilter) -> Any:
@@ -319,6 +326,7 @@ class ClientStore:
         )
 
     def search(self, plans: list[Plan]) -> list[list[Found]]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         responses = self.client.query_batch_points(self.collection, requests=[self._request(p) for p in plans])
         return [[found(p.id, p.payload, p.score, p.vector) for p in response.points] for response in responses]
 
@@ -326,6 +334,7 @@ class ClientStore:
         """A server optimizes on its own."""
 
     def close(self) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         self.client.close()
 
 

@@ -87,11 +87,13 @@ _DAMAGE_SIGNS = ("out of bounds", "IO error", "Gridstore", "corrupt", "unexpecte
 
 
 def is_damage(exc: BaseException) -> bool:
+    """Whether an engine error means a damaged file (truncated or overwritten storage)."""
     text = str(exc)
     return type(exc).__name__ == "Exception" and any(sign in text for sign in _DAMAGE_SIGNS)
 
 
 def damaged(folder: Path, exc: BaseException) -> DamagedIndexError:
+    """The :class:`DamagedIndexError` for ``exc`` on the index in ``folder``, saying how to rebuild."""
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return DamagedIndexError(
         f"the index at {str(folder)!r} is damaged: a file in it holds less than was written ({detail}); rebuild it "
@@ -147,10 +149,12 @@ def read_only_copy(folder: Path) -> Path:
 
 
 def meta_path(folder: Path, collection: str) -> Path:
+    """The JSON file beside the shard that records the collection's fingerprint and settings."""
     return folder / f"{collection}.lmk.json"
 
 
 def holds_edge_index(folder: Path, collection: str) -> bool:
+    """Whether ``folder`` holds an embedded collection named ``collection``."""
     return (folder / collection / _SHARD_MARKER).is_file()
 
 
@@ -163,6 +167,7 @@ def folder_fingerprint(folder: Path, collection: str) -> Fingerprint | None:
 
 
 def read_meta(folder: Path, collection: str) -> dict[str, Any] | None:
+    """The collection's recorded fingerprint and settings (None: not written yet)."""
     path = meta_path(folder, collection)
     if not path.is_file():
         return None
@@ -261,10 +266,12 @@ class EdgeStore:
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         meta = read_meta(self.folder, self.collection)
         return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
 
     def write_fingerprint(self, fp: Fingerprint) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         _write_meta(
             self.folder,
             self.collection,
@@ -279,6 +286,7 @@ class EdgeStore:
 
     # ---------------------------------------------------------------- writes
     def upsert(self, points: list[PointData]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         batch = []
         for p in points:
@@ -292,6 +300,7 @@ class EdgeStore:
         self._wrote = True
 
     def delete(self, ids: list[str]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         self.shard.update(_edge().UpdateOperation.delete_points(ids))
         self._wrote = True
 
@@ -313,6 +322,7 @@ class EdgeStore:
 
     # ---------------------------------------------------------------- reads
     def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict[str, Any], Any, Any]]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         records = self.shard.retrieve(
             ids, with_payload=True, with_vector=[POOLED, LANDMARKS] if with_vectors else False
         )
@@ -325,6 +335,7 @@ class EdgeStore:
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
     ) -> tuple[list[tuple[dict[str, Any], Any, Any]], Any]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         records, nxt = self.shard.scroll(
             e.ScrollRequest(
@@ -342,6 +353,7 @@ class EdgeStore:
         return out, nxt
 
     def count(self) -> int:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         return int(self.shard.count(_edge().CountRequest(exact=True)))
 
     def _filter(self, where: ParsedFilter) -> Any:
@@ -389,6 +401,7 @@ class EdgeStore:
         )
 
     def search(self, plans: list[Plan]) -> list[list[Found]]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         requests = [self._request(p) for p in plans]
         results = (
@@ -404,6 +417,7 @@ class EdgeStore:
         self.shard.optimize()
 
     def close(self) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         shard = getattr(self, "shard", None)
         if shard is None:
             return

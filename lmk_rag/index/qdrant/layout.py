@@ -42,6 +42,7 @@ MIN_PREFETCH = 100
 
 
 def point_id(doc_id: str) -> str:
+    """The Qdrant point id of a document id (UUIDv5: Qdrant takes only unsigned ints and UUIDs)."""
     return str(uuid.uuid5(_NAMESPACE, doc_id))
 
 
@@ -51,6 +52,7 @@ def payload_key(key: str) -> str:
 
 
 def check_quantization(quantization: str | None) -> str | None:
+    """``quantization`` if it is None, ``"int8"`` or ``"binary"``, else an error naming it."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise InvalidInputError(f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}")
     return quantization
@@ -75,11 +77,13 @@ def bm25_model() -> Any:
 
 
 def sparse_document(text: str) -> tuple[list[int], list[float]]:
+    """BM25 term ids and weights of a document's text."""
     vec = bm25_model().embed_document(text)
     return list(vec.indices), [float(v) for v in vec.values]
 
 
 def sparse_query(text: str) -> tuple[list[int], list[float]]:
+    """BM25 term ids and weights of a query."""
     vec = bm25_model().embed_query(text)
     return list(vec.indices), [float(v) for v in vec.values]
 
@@ -113,6 +117,7 @@ def to_point(doc_id: str, text: str, meta: dict[str, Any], mv: MultiVector) -> P
 
 
 def document_of(payload: dict[str, Any]) -> StoredDocument:
+    """A point's payload as the stored document (id, text, metadata, spans)."""
     return StoredDocument(
         payload["doc_id"],
         payload["text"],
@@ -150,6 +155,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Found:
+    """One search result as the stores return it: point id, payload, score, landmark vectors."""
+
     id: str  # the point id
     payload: dict[str, Any]  # empty when the plan asked for none
     score: float
@@ -157,6 +164,7 @@ class Found:
 
 
 def found(point_id: Any, payload: Any, score: float, vector: Any) -> Found:
+    """A :class:`Found` from a store's raw point (vectors as returned, or none)."""
     lms = (vector or {}).get(LANDMARKS) if isinstance(vector, dict) else None
     return Found(
         str(point_id), payload or {}, float(score), np.asarray(lms if lms is not None else [], dtype=np.float32)

@@ -47,6 +47,7 @@ class LMKEmbedding(LMKEncoderFields, BaseEmbedding):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex records for this class."""
         return "LMKEmbedding"
 
     def _get_query_embedding(self, query: str) -> Embedding:

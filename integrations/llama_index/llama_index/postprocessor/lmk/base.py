@@ -30,6 +30,7 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex records for this class."""
         return "LMKContextPostprocessor"
 
     def _postprocess_nodes(

@@ -82,6 +82,8 @@ def llm_view(node: TextNode) -> TextNode:
 
 
 def hit_to_node(hit: Hit) -> NodeWithScore:
+    """A search hit as a LlamaIndex node: the passage, its document's metadata and SOURCE
+    relationship, ``start_char_idx``/``end_char_idx`` of the passage."""
     node = TextNode(
         id_=f"{hit.id}#{hit.landmark}",
         text=hit.passage,
