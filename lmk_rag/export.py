@@ -83,6 +83,7 @@ def folder_config(
         document_prefix=encoder.document_prefix,
         layout=encoder.layout,
         max_length=encoder.max_length,
+        window_overlap=encoder.window_overlap,
         landmark_weights=encoder.landmark_weights,
         training=training or {},
     )
@@ -147,11 +148,15 @@ def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector:
     _write_json(
         folder / TRANSFORMER_CONFIG,
         {
-            "max_seq_length": encoder.max_length,
+            # sentence-transformers truncates instead of windowing: the longest input the model reads.
+            "max_seq_length": max(encoder.max_length, encoder.trained_max_length),
             "landmark_interval": encoder.granularity,
             "train_landmark_interval": None,
             "lmk_token_id": encoder.special.landmark_id,
             "layout": encoder.layout,
+            # lmk-rag's windows (LMKEncoder reads them back, so the folder gives the same vectors).
+            "lmk_window_length": encoder.max_length,
+            "lmk_window_overlap": encoder.window_overlap,
         },
     )
     head: dict[str, Any]

@@ -44,6 +44,7 @@ class LMKFolderConfig:
     document_prefix: str | None = None
     layout: str | None = None
     max_length: int | None = None
+    window_overlap: int | None = None
     landmark_weights: str | None = None
     training: dict[str, Any] = field(default_factory=dict)
 

@@ -60,6 +60,8 @@ class LMKTransformer(InputModule):
         "train_landmark_interval",
         "lmk_token_id",
         "layout",
+        "lmk_window_length",
+        "lmk_window_overlap",
     ]
     save_in_root = True
 
@@ -71,6 +73,8 @@ class LMKTransformer(InputModule):
         train_landmark_interval: int | list[int] | None = None,
         lmk_token_id: int | None = None,
         layout: str = "lmk",
+        lmk_window_length: int | None = None,
+        lmk_window_overlap: int | None = None,
         model_kwargs: dict[str, Any] | None = None,
         processor_kwargs: dict[str, Any] | None = None,
         **_: Any,
@@ -88,6 +92,8 @@ class LMKTransformer(InputModule):
         self.landmark_interval = landmark_interval
         self.train_landmark_interval = train_landmark_interval
         self.layout = layout
+        # lmk-rag's window for long texts, kept for LMKEncoder (this module truncates at max_seq_length).
+        self.lmk_window_length, self.lmk_window_overlap = lmk_window_length, lmk_window_overlap
         tok = self.tokenizer
         if lmk_token_id is None:
             lmk_token_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id

@@ -62,6 +62,7 @@ def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict
             "document_prefix": folder.document_prefix,
             "layout": folder.layout,
             "max_length": folder.max_length,
+            "window_overlap": folder.window_overlap,
             "landmark_weights": folder.landmark_weights,
         }
         return {k: v for k, v in recorded.items() if v is not None or k == "granularity"}
@@ -70,7 +71,8 @@ def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict
     recorded = {
         "query_prefix": st.query_prefix,
         "document_prefix": st.document_prefix,
-        "max_length": st.max_seq_length,
+        "max_length": st.window_length or st.max_seq_length,
+        "window_overlap": st.window_overlap,
     }
     if st.is_lmk:
         recorded.update(pooling="lmk", landmark_token_id=st.landmark_token_id, landmark_weights=st.landmark_weights)

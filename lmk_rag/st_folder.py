@@ -50,6 +50,9 @@ class STFolder:
     landmark_token_id: int | None
     keeps_final_special: bool  # the format pools the tokenizer's own final [SEP] as a landmark
     landmark_weights: str | None = None  # "tokens" when lmk-rag's LMKPooling weighs landmarks by tokens
+    # lmk-rag's own window for long texts (its exports; sentence-transformers truncates at max_seq_length).
+    window_length: int | None = None
+    window_overlap: int | None = None
 
     @property
     def is_lmk(self) -> bool:
@@ -115,6 +118,8 @@ def read_st_folder(path: str | Path) -> STFolder:
         # the earlier ones lay texts out as [CLS] c1 [LMK] ... cn [LMK], as lmk-rag does.
         keeps_final_special=kind == "lmk-pr" and not any(k in transformer for k in INTERVAL_KEYS[1:]),
         landmark_weights=weights if kind == "lmk-rag" and weights in LANDMARK_WEIGHTS else None,
+        window_length=_positive_int(transformer.get("lmk_window_length")) if kind == "lmk-rag" else None,
+        window_overlap=_non_negative_int(transformer.get("lmk_window_overlap")) if kind == "lmk-rag" else None,
     )
 
 
@@ -160,6 +165,10 @@ def _first(config: dict[str, Any], keys: tuple[str, ...]) -> int | list[int] | N
 
 def _positive_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _non_negative_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _read_json(path: Path, default: Any = None) -> Any:

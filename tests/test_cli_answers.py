@@ -55,7 +55,7 @@ def test_ingest_json_is_the_summary_and_verbose_logs_model_index_and_settings(tm
     again = run_cli("-v", "ingest", str(CORPUS), "--index", index, "--no-progress", "--json")
     assert json.loads(again.stdout)["skipped"] == 5
     assert "encoder: model lmk-rag/all-MiniLM-L6-v2-lmk-v4" in again.stderr
-    assert "pooling=lmk, granularity=32, window 512 tokens" in again.stderr
+    assert "pooling=lmk, granularity=32, window 256 tokens (overlap 0 chunks)" in again.stderr
     assert f"index {index}: existing; encoder settings from the index" in again.stderr
     assert "(5 documents)" in again.stderr
     quiet = run_cli("search", "tides", "--index", index, "-k", "1")

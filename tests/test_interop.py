@@ -274,10 +274,12 @@ def test_exports_load_without_lmk_rag_and_give_the_same_vectors(tmp_path, encode
         assert cosines(doc, mv.vectors).min() >= 0.9999
     assert got["mv_query"].shape == (1, encoder.dimension)
     assert cosines(got["merged"], encoder.encode(texts[:1]))[0] >= 0.9999
-    # Longer than one window: the export keeps the content that fits, and says so.
+    # Longer than the model reads: the export keeps the content that fits the model's whole length (not
+    # lmk-rag's shorter window, which it cannot use), and says so.
     assert any("dropped" in w for w in report["warnings"])
-    keep = content_capacity(encoder.max_length, 32, 1, 0)
-    truncated = LMKEncoder(device="cpu", max_tokens=keep).encode([long_text])
+    whole = max(encoder.max_length, encoder.trained_max_length)
+    keep = content_capacity(whole, 32, 1, 0)
+    truncated = LMKEncoder(device="cpu", max_tokens=keep, max_length=whole).encode([long_text])
     assert cosines(got["long"], truncated)[0] >= 0.9999
 
 
@@ -379,12 +381,12 @@ def test_cli_export(tmp_path):
     assert again.returncode == 2 and "--overwrite" in again.stderr
 
 
-def test_layout_is_recorded_and_old_fingerprints_still_match(encoder):
+def test_layout_is_recorded_and_a_fingerprint_without_it_does_not_match(encoder):
     from lmk_rag.types import Fingerprint
 
     recorded = encoder.fingerprint.to_dict()
     assert recorded["layout"] == "lmk"
-    old = Fingerprint.from_dict({k: v for k, v in recorded.items() if k != "layout"})
-    assert encoder.fingerprint.differences(old) == []
+    unrecorded = Fingerprint.from_dict({k: v for k, v in recorded.items() if k != "layout"})
+    assert encoder.fingerprint.differences(unrecorded) == ["layout: 'lmk' != None"]
     st = LMKEncoder(device="cpu", layout="sentence-transformers")
     assert any("layout" in d for d in st.fingerprint.differences(encoder.fingerprint))
