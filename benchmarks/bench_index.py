@@ -1,7 +1,8 @@
 """Index benchmark on real LMK vectors: ingest docs/s, p50/p95 per search mode, recall@10 against
 exact MaxSim, bytes on disk, for Qdrant Edge (``qdrant:PATH``), qdrant-client local mode (the old
-embedded store, as the reference) and Chroma, in one run; then a prefetch-limit sweep, and
-quantized landmarks (memory, p50, recall vs float32).
+embedded store, as the reference) and Chroma, in one run; then quantized landmarks (memory, p50,
+recall vs float32). The default mode (``prefetch``: candidates from the landmark index, exact MaxSim)
+is printed with its ratio to numpy's brute force; ``research/scripts/landmark_hnsw_probe.py`` compares candidate stages.
 
 Vectors: ``benchmarks/_real_vectors.py`` (section bodies of the train documentation domains,
 their headings as queries), encoded once into a cache. Sizes above the real set are filled with
@@ -31,7 +32,6 @@ from _real_vectors import RealCorpus, load
 
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import ChromaIndex, QdrantIndex
-from lmk_rag.index.qdrant.layout import default_prefetch_limit
 
 K = 10
 
@@ -121,7 +121,6 @@ def main() -> None:
     ap.add_argument("--local-queries", type=int, default=10**9, help="queries for local mode (seconds each at 100k)")
     ap.add_argument("--local-modes", nargs="+", default=["prefetch", "maxsim", "pooled", "hybrid"])
     ap.add_argument("--chroma-max", type=int, default=10000, help="largest size for Chroma")
-    ap.add_argument("--sweep", type=int, nargs="*", default=[100, 200, 400, 800, 1600])
     ap.add_argument("--quantization", nargs="*", default=["int8", "binary"])
     ap.add_argument("--tmp", default=None, help="folder for the stores (default: the system's temp)")
     args = ap.parse_args()
@@ -137,10 +136,7 @@ def main() -> None:
         ids = [f"d{i}" for i in range(n)]
         exact, numpy_p50 = exact_top(multis, queries)
         landmarks = sum(len(m) for m in multis)
-        print(
-            f"\n== {n} documents, {landmarks} landmarks; numpy exact MaxSim p50 {numpy_p50:.1f} ms "
-            f"(default prefetch limit for k=10: {default_prefetch_limit(K, n)})"
-        )
+        print(f"\n== {n} documents, {landmarks} landmarks; numpy exact MaxSim p50 {numpy_p50:.1f} ms")
         results: dict[str, float] = {"numpy": numpy_p50}
         for backend in args.backends:
             if (backend == "local" and n > args.local_max) or (backend == "chroma" and n > args.chroma_max):
@@ -172,13 +168,6 @@ def main() -> None:
                         f"{overlap} vs exact {recall(found, exact[:nq]):.3f}  ({nq} queries)"
                     )
                 results[f"{backend}:ingest"] = n / t_ingest
-                if backend == "edge" and args.sweep:
-                    for limit in args.sweep:
-                        p50, _, found = timed(search_fn(idx, "prefetch", limit), queries)
-                        print(
-                            f"edge   prefetch limit {limit:5d}: p50 {p50:6.2f} ms  recall@10 {recall(found, exact):.3f}"
-                        )
-                    idx.prefetch_limit = None
                 idx.close()
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -187,6 +176,9 @@ def main() -> None:
         ref_name = "local mode exact MaxSim" if "local:maxsim" in results else "numpy exact MaxSim"
         if "edge:prefetch" in results:
             print(f"ratio: edge default (prefetch) p50 = 1/{ref / results['edge:prefetch']:.0f} of {ref_name}")
+            if ref_name != "numpy exact MaxSim":
+                fraction = numpy_p50 / results["edge:prefetch"]
+                print(f"ratio: edge default (prefetch) p50 = 1/{fraction:.0f} of numpy exact")
         if "edge:ingest" in results and "local:ingest" in results:
             print(f"ratio: edge ingest = x{results['edge:ingest'] / results['local:ingest']:.1f} local mode's docs/s")
         if args.quantization and "edge" in args.backends:

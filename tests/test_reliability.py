@@ -677,6 +677,26 @@ def test_a_truncated_vector_file_is_rebuilt_by_ingest_verify(built_index, tmp_pa
     assert found[0]["id"].endswith("tides.md")
 
 
+def test_a_damaged_landmark_index_falls_back_to_pooled_candidates_and_verify_rebuilds_it(built_index, tmp_path):
+    """The landmark index holds nothing the index does not: damaged, searches go on (with one
+    warning saying how to rebuild it) and `ingest --verify` rebuilds it."""
+    folder = _damaged_copy(
+        built_index,
+        tmp_path,
+        "lmk.landmarks/segments/*/vector_storage-lm/vectors/chunk_0.mmap",
+        lambda p: os.truncate(p, 100),
+    )
+    found = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json")
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert json.loads(found.stdout)[0]["id"].endswith("tides.md")
+    assert "landmark index" in found.stderr and "--verify" in found.stderr
+    fixed = cli("ingest", str(CORPUS), "--index", f"qdrant:{folder}", "--no-progress", "--verify")
+    assert fixed.returncode == 0 and "0 re-encoded" in fixed.stdout, fixed.stdout + fixed.stderr[-2000:]
+    again = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json")
+    assert again.returncode == 0 and "landmark index" not in again.stderr, again.stderr[-2000:]
+    assert json.loads(again.stdout)[0]["id"].endswith("tides.md")
+
+
 def test_an_emptied_write_ahead_log_does_not_make_a_closed_index_unopenable(built_index, tmp_path):
     def empty(path: Path) -> None:
         os.truncate(path, 0)

@@ -42,8 +42,8 @@ def add_parser(command: Command) -> None:
         "--mode",
         default=None,
         choices=("hybrid", "prefetch", "maxsim", "pooled"),
-        help="qdrant: hybrid (default: BM25 and MaxSim candidates fused), prefetch (pooled HNSW candidates, exact "
-        "MaxSim rerank), maxsim (exact), pooled; chroma: maxsim (default) or pooled",
+        help="qdrant: hybrid (default: BM25 and MaxSim candidates fused), prefetch (candidates from the landmark "
+        "index, exact MaxSim), maxsim (exact), pooled; chroma: maxsim (default) or pooled",
     )
     se.add_argument(
         "--filter",

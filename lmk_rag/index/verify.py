@@ -86,6 +86,9 @@ def verify_index(index: MultiVectorIndex) -> tuple[MultiVectorIndex, VerifyRepor
         if getattr(index, "folder", None) is None or not hasattr(index, "collection"):
             raise
         return _rebuild(index, ids, report)
+    rebuild_landmarks = getattr(index, "rebuild_landmark_index", None)
+    if rebuild_landmarks is not None:  # derived from the stored landmarks: rebuilt, never trusted
+        rebuild_landmarks()
     return index, report
 
 

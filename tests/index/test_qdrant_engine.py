@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmk_rag import LMKEncoder
+from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.errors import IncompatibleIndexError
 from lmk_rag.index import ChromaIndex, QdrantIndex, copy_index
 from lmk_rag.index.fusion import fuse
@@ -201,3 +201,90 @@ def test_cli_copy_moves_a_chroma_index_into_qdrant_without_re_encoding(tmp_path)
     assert [h["score"] for h in after] == pytest.approx([h["score"] for h in before], abs=1e-5)
     hybrid = run_cli("search", "solar panel inverter", "--index", new, "--json")  # the default: hybrid
     assert hybrid.returncode == 0 and json.loads(hybrid.stdout)[0]["id"] == after[0]["id"]
+
+
+def _hidden_landmark_corpus(dim: int, seed: int = 0) -> tuple[list[MultiVector], np.ndarray]:
+    """300 documents whose pooled vectors lie near the query but none of whose landmarks does, and one
+    document (the last) with a single landmark equal to the query among 99 unrelated ones: by MaxSim it
+    ranks first, by its pooled vector far below the 300 (so pooled candidates alone miss it)."""
+    rng = np.random.default_rng(seed)
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+    q = unit(rng.normal(size=dim))
+    multis = []
+    for _ in range(300):
+        lms = unit(q + 1.6 * unit(rng.normal(size=(4, dim))))  # each ~0.5 to the query, their mean ~0.8
+        multis.append(MultiVector(unit(lms.mean(0)), lms, [(i, i + 1) for i in range(4)], 4))
+    lms = np.concatenate([q[None], unit(rng.normal(size=(99, dim)))])
+    multis.append(MultiVector(unit(lms.mean(0)), lms, [(i, i + 1) for i in range(100)], 100))
+    return multis, q
+
+
+@pytest.mark.parametrize("where", ["path", "memory"])
+def test_the_default_search_finds_a_document_by_one_landmark_its_pooled_vector_hides(tmp_path, base_encoder, where):
+    """Candidates come from the landmark index: exact MaxSim's best document is found even where 300
+    documents' pooled vectors are nearer the query (1,600 pooled candidates would be needed to see it)."""
+    multis, q = _hidden_landmark_corpus(base_encoder.dimension)
+    ids = [f"d{i}" for i in range(len(multis))]
+    idx = QdrantIndex(tmp_path / "idx", encoder=base_encoder) if where == "path" else None
+    idx = idx or QdrantIndex(location=":memory:", encoder=base_encoder)
+    try:
+        idx.add_encoded(multis, ["x"] * len(multis), ids)
+        pooled_rank = int((np.stack([m.pooled for m in multis]) @ q > multis[-1].pooled @ q).sum())
+        assert pooled_rank >= 300 > default_prefetch_limit(10, len(multis))
+        hits = idx.search_by_vector(q, k=10)  # the default for a vector: prefetch, exact MaxSim
+        assert hits[0].id == "d300" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+        assert hits[0].landmark == 0
+        filtered = idx.search_by_vector(q, k=3, filter={"n": {"$ne": 1}})  # with a filter too
+        assert filtered[0].id == "d300"
+    finally:
+        idx.close()
+
+
+def _landmark_points(idx: QdrantIndex) -> int:
+    store = idx.store
+    if hasattr(store, "landmark_shard"):
+        import qdrant_edge
+
+        return int(store.landmark_shard.count(qdrant_edge.CountRequest(exact=True)))
+    return int(store.client.count(store.landmarks, exact=True).count)
+
+
+@pytest.mark.parametrize("where", ["path", "memory"])
+def test_the_landmark_index_follows_every_write(tmp_path, base_encoder, where):
+    """Re-adding a document with fewer landmarks leaves none of its old ones; deleting removes them."""
+    idx = QdrantIndex(tmp_path / "idx", encoder=base_encoder) if where == "path" else None
+    idx = idx or QdrantIndex(location=":memory:", encoder=base_encoder)
+    try:
+        long_text = " ".join(TEXTS)
+        idx.add([long_text, TEXTS[0]], ids=["long", "short"])
+        n_long = len(idx.get_encoded(["long"])[0][1].vectors)
+        n_short = len(idx.get_encoded(["short"])[0][1].vectors)
+        assert n_long > 3 and _landmark_points(idx) == n_long + n_short
+        idx.add([TEXTS[1]], ids=["long"])  # the same id, now a short text
+        n_now = len(idx.get_encoded(["long"])[0][1].vectors)
+        assert _landmark_points(idx) == n_now + n_short
+        idx.delete(["long"])
+        assert _landmark_points(idx) == n_short
+        assert [h.id for h in idx.search(TEXTS[0][:80], k=3, mode="prefetch")] == ["short"]
+    finally:
+        idx.close()
+
+
+def test_an_index_without_its_landmark_index_gets_one_on_open(tmp_path, base_encoder):
+    """The landmark index is rebuilt from the stored landmark vectors when its folder is missing."""
+    import shutil
+
+    idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    expected = [h.id for h in idx.search(QUERIES[0], k=3, mode="maxsim")]
+    total = sum(len(mv.vectors) for _, mv in all_vectors(idx).values())
+    idx.close()
+    shutil.rmtree(tmp_path / "idx" / "lmk.landmarks")
+    again = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
+    try:
+        assert _landmark_points(again) == total
+        assert [h.id for h in again.search(QUERIES[0], k=3, mode="prefetch")] == expected
+    finally:
+        again.close()

@@ -14,6 +14,10 @@ from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdr
 from .layout import (
     BM25,
     BM25_SETTINGS,
+    LANDMARK_DOC,
+    LANDMARK_EF_CONSTRUCT,
+    LANDMARK_HNSW_M,
+    LANDMARK_VECTOR,
     LANDMARKS,
     OVERSAMPLING,
     POOLED,
@@ -21,8 +25,11 @@ from .layout import (
     Plan,
     PointData,
     found,
+    landmark_point_ids,
+    landmark_search,
     payload_key,
     point_id,
+    unique_documents,
 )
 
 _UPSERT_BATCH = 64
@@ -195,6 +202,38 @@ class ClientStore:
         self._indexed = set((info.payload_schema or {}).keys())
         # Local mode scans payloads and warns that indexes have no effect there: make none.
         self._payload_indexes = type(getattr(client, "_client", None)).__name__ != "QdrantLocal"
+        self.landmarks = f"{collection}__lmk_landmarks"
+        self._dimension, self._cluster = dimension, cluster
+        if not client.collection_exists(self.landmarks):
+            self._create_landmark_index(dimension, cluster)
+
+    def _create_landmark_index(self, dimension: int, cluster: dict[str, Any]) -> None:
+        """The landmark index collection (one point per landmark, HNSW), filled from the stored
+        landmark vectors when the collection holds documents already."""
+        from qdrant_client import models
+
+        self.client.create_collection(
+            self.landmarks,
+            vectors_config={
+                LANDMARK_VECTOR: models.VectorParams(
+                    size=dimension,
+                    distance=models.Distance.COSINE,
+                    hnsw_config=models.HnswConfigDiff(m=LANDMARK_HNSW_M, ef_construct=LANDMARK_EF_CONSTRUCT),
+                    quantization_config=_quantization(self.quantization),
+                ),
+            },
+            **cluster,
+        )
+        if self._payload_indexes:
+            self.client.create_payload_index(
+                self.landmarks, field_name=LANDMARK_DOC, field_schema=models.PayloadSchemaType.KEYWORD
+            )
+        offset: Any = None
+        while True:
+            records, offset = self.scroll(offset, 256, True)
+            self._write_landmarks([(point_id(payload["doc_id"]), vectors or []) for payload, _, vectors in records])
+            if offset is None:
+                break
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
@@ -227,6 +266,10 @@ class ClientStore:
             if p.sparse is not None:
                 vector[BM25] = models.SparseVector(indices=p.sparse[0], values=p.sparse[1])
             structs.append(models.PointStruct(id=p.id, vector=vector, payload=p.payload))
+        # The landmark index first: a crash between the two leaves landmarks naming a document not
+        # yet there (skipped by search), never a document that search cannot find.
+        self._forget_landmarks([p.id for p in points])
+        self._write_landmarks([(p.id, p.landmarks) for p in points])
         for start in range(0, len(structs), _UPSERT_BATCH):
             self.client.upsert(self.collection, points=structs[start : start + _UPSERT_BATCH], wait=True)
 
@@ -235,6 +278,48 @@ class ClientStore:
         from qdrant_client import models
 
         self.client.delete(self.collection, points_selector=models.PointIdsList(points=list(ids)))
+        self._forget_landmarks(ids)
+
+    def _write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+        from qdrant_client import models
+
+        structs = [
+            models.PointStruct(id=point, vector={LANDMARK_VECTOR: list(v)}, payload={LANDMARK_DOC: doc})
+            for doc, vectors in documents
+            for point, v in zip(landmark_point_ids(doc, len(vectors)), vectors)
+        ]
+        for start in range(0, len(structs), 8 * _UPSERT_BATCH):
+            self.client.upsert(self.landmarks, points=structs[start : start + 8 * _UPSERT_BATCH], wait=True)
+
+    def _forget_landmarks(self, doc_points: list[str]) -> None:
+        from qdrant_client import models
+
+        selector = models.FilterSelector(
+            filter=models.Filter(
+                must=[models.FieldCondition(key=LANDMARK_DOC, match=models.MatchAny(any=list(doc_points)))]
+            )
+        )
+        self.client.delete(self.landmarks, points_selector=selector, wait=True)
+
+    def rebuild_landmarks(self) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        self.client.delete_collection(self.landmarks)
+        self._create_landmark_index(self._dimension, self._cluster)
+
+    def landmark_candidates(self, vector: list[float], limit: int) -> list[str] | None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        from qdrant_client import models
+
+        fetched, ef = landmark_search(limit)
+        hits = self.client.query_points(
+            self.landmarks,
+            query=vector,
+            using=LANDMARK_VECTOR,
+            limit=fetched,
+            with_payload=[LANDMARK_DOC],
+            search_params=models.SearchParams(hnsw_ef=ef) if self._payload_indexes else None,  # local mode: exact
+        ).points
+        return unique_documents([str(h.payload[LANDMARK_DOC]) for h in hits], limit)
 
     def ensure_field_index(self, key: str, kind: ValueKind) -> None:
         """A payload index on a metadata key the first time a filter uses it: float for numbers

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,10 @@ from ..space import OPEN_MARGIN_BYTES, check_free_space
 from .layout import (
     BM25,
     BM25_SETTINGS,
+    LANDMARK_DOC,
+    LANDMARK_EF_CONSTRUCT,
+    LANDMARK_HNSW_M,
+    LANDMARK_VECTOR,
     LANDMARKS,
     OVERSAMPLING,
     POOLED,
@@ -40,7 +45,11 @@ from .layout import (
     Plan,
     PointData,
     found,
+    landmark_point_ids,
+    landmark_search,
     payload_key,
+    point_id,
+    unique_documents,
 )
 
 LAYOUT_VERSION = 1
@@ -83,7 +92,15 @@ def opening_lock(folder: Path, collection: str) -> Iterator[None]:
 
 
 # What the engine says when a file holds less, or other, than it wrote there.
-_DAMAGE_SIGNS = ("out of bounds", "IO error", "Gridstore", "corrupt", "unexpected end of file", "failed to fill")
+_DAMAGE_SIGNS = (
+    "out of bounds",
+    "IO error",
+    "Gridstore",
+    "corrupt",
+    "unexpected end of file",
+    "failed to fill",
+    "is not readable",
+)
 
 
 def is_damage(exc: BaseException) -> bool:
@@ -226,8 +243,32 @@ def edge_config(dimension: int, quantization: str | None) -> Any:
     )
 
 
+def landmark_config(dimension: int, quantization: str | None) -> Any:
+    """The landmark index: one plain vector per landmark with an HNSW graph (quantized like the
+    collection's landmarks when asked)."""
+    e = _edge()
+    quantized = _quantization_config(quantization)
+    return e.EdgeConfig(
+        vectors={
+            LANDMARK_VECTOR: e.EdgeVectorParams(
+                size=dimension,
+                distance=e.Distance.Cosine,
+                hnsw_config=e.HnswIndexConfig(
+                    m=LANDMARK_HNSW_M, ef_construct=LANDMARK_EF_CONSTRUCT, full_scan_threshold=10000
+                ),
+                quantization_config=quantized,
+            ),
+        },
+    )
+
+
+def landmark_shard_dir(folder: Path, collection: str) -> Path:
+    """Where the collection's landmark index lives: a second shard beside the collection's."""
+    return folder / f"{collection}.landmarks"
+
+
 class EdgeStore:
-    """One collection as an Edge shard in ``folder``."""
+    """One collection as an Edge shard in ``folder``, and its landmark index as a second shard."""
 
     def __init__(self, folder: Path, collection: str, dimension: int, quantization: str | None) -> None:
         e = _edge()
@@ -263,6 +304,50 @@ class EdgeStore:
             raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
         self._indexed = set(self.shard.info().payload_schema)
         self._wrote = False
+        self.dimension = dimension
+        self.landmark_shard = self._open_landmarks(dimension)
+        self._landmarks_ok = True
+
+    def _open_landmarks(self, dimension: int) -> Any:
+        """The landmark index shard, created (and filled from the stored landmark vectors, when the
+        collection holds documents already) the first time. It holds nothing the collection does
+        not, so a damaged one is rebuilt from the collection rather than refused."""
+        e = _edge()
+        lm_dir = landmark_shard_dir(self.folder, self.collection)
+        try:
+            if (lm_dir / _SHARD_MARKER).is_file():
+                try:
+                    return _load_shard(lm_dir)
+                except Exception as exc:
+                    if not is_damage(exc):
+                        raise
+                    logger.warning("the landmark index %s is damaged (%s); rebuilding it from the index", lm_dir, exc)
+                    shutil.rmtree(lm_dir)
+            lm_dir.mkdir(parents=True, exist_ok=True)
+            shard = e.EdgeShard.create(str(lm_dir), landmark_config(dimension, self.quantization))
+            shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
+        except Exception as exc:
+            self.shard.close()
+            if is_damage(exc):
+                raise damaged(self.folder, exc) from exc
+            raise
+        offset: Any = None
+        while self.count():
+            records, offset = self.scroll(offset, 256, True)
+            shard.update(
+                e.UpdateOperation.upsert_points(
+                    [
+                        e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: doc})
+                        for payload, _, vectors in records
+                        for doc in [_doc_point(payload)]
+                        for point, v in zip(landmark_point_ids(doc, len(vectors or [])), vectors or [])
+                    ]
+                )
+            )
+            if offset is None:
+                shard.optimize()
+                break
+        return shard
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
@@ -294,15 +379,69 @@ class EdgeStore:
             if p.sparse is not None:
                 vector[BM25] = e.SparseVector(*p.sparse)
             batch.append(e.Point(p.id, vector, p.payload))
-        # Room for the points (vectors, text and spans) before any of it reaches a mapped page.
-        check_free_space(self.folder, extra=4 * sum(_point_bytes(p) for p in points))
+        # Room for the points (vectors, text and spans, landmarks twice) before any of it reaches a mapped page.
+        check_free_space(self.folder, extra=8 * sum(_point_bytes(p) for p in points))
+        # The landmark index first: a crash between the two leaves landmarks naming a document not
+        # yet there (skipped by search), never a document that search cannot find.
+        self.landmark_shard.update(
+            e.UpdateOperation.delete_points_by_filter(self._of_documents([p.id for p in points]))
+        )
+        lms = [
+            e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: p.id})
+            for p in points
+            for point, v in zip(landmark_point_ids(p.id, len(p.landmarks)), p.landmarks)
+        ]
+        self.landmark_shard.update(e.UpdateOperation.upsert_points(lms))
         self.shard.update(e.UpdateOperation.upsert_points(batch))
         self._wrote = True
 
     def delete(self, ids: list[str]) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
-        self.shard.update(_edge().UpdateOperation.delete_points(ids))
+        e = _edge()
+        self.shard.update(e.UpdateOperation.delete_points(ids))
+        self.landmark_shard.update(e.UpdateOperation.delete_points_by_filter(self._of_documents(ids)))
         self._wrote = True
+
+    def _of_documents(self, doc_points: list[str]) -> Any:
+        e = _edge()
+        return e.Filter(must=[e.FieldCondition(key=LANDMARK_DOC, match=e.MatchAny(list(doc_points)))])
+
+    def landmark_candidates(self, vector: list[float], limit: int) -> list[str] | None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        if not self._landmarks_ok:
+            return None
+        e = _edge()
+        fetched, ef = landmark_search(limit)
+        try:
+            hits = self.landmark_shard.query(
+                e.QueryRequest(
+                    limit=fetched,
+                    query=e.Query.Nearest(vector, using=LANDMARK_VECTOR),
+                    with_payload=[LANDMARK_DOC],
+                    params=e.SearchParams(hnsw_ef=ef),
+                )
+            )
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+            # Derived data: searches go on with pooled candidates until --verify rebuilds it.
+            logger.warning(
+                "the landmark index of %s is damaged (%s); searching with pooled candidates instead. "
+                "Rebuild it with: lmk-rag ingest YOUR_FOLDERS --index qdrant:%s --verify",
+                self.folder,
+                str(exc).splitlines()[0],
+                self.folder,
+            )
+            self._landmarks_ok = False
+            return None
+        return unique_documents([str(h.payload[LANDMARK_DOC]) for h in hits], limit)
+
+    def rebuild_landmarks(self) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        self.landmark_shard.close()
+        shutil.rmtree(landmark_shard_dir(self.folder, self.collection))
+        self.landmark_shard = self._open_landmarks(self.dimension)
+        self._landmarks_ok = True
 
     def ensure_field_index(self, key: str, kind: ValueKind) -> None:
         """A payload index on a metadata key the first time a filter uses it: float for numbers
@@ -415,19 +554,20 @@ class EdgeStore:
     def optimize(self) -> None:
         """Merge segments and build the HNSW and payload indexes the data has grown into."""
         self.shard.optimize()
+        self.landmark_shard.optimize()
 
     def close(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
-        shard = getattr(self, "shard", None)
-        if shard is None:
-            return
+        shards = [s for s in (getattr(self, "shard", None), getattr(self, "landmark_shard", None)) if s is not None]
         try:
-            if self._wrote:
-                shard.optimize()
-            shard.flush()
+            for shard in shards:
+                if self._wrote:
+                    shard.optimize()
+                shard.flush()
         finally:
-            shard.close()
-            self.shard = None
+            for shard in shards:
+                shard.close()
+            self.shard = self.landmark_shard = None
 
 
 class _EdgeFilters:
@@ -483,6 +623,10 @@ def from_client_filter(flt: Any, vocab: _EdgeFilters) -> Any:
     if flt.min_should is not None:
         raise InvalidInputError("the embedded Qdrant store does not run min_should; use a Qdrant server (url=)")
     return vocab.filter(must=parts(flt.must), should=parts(flt.should), must_not=parts(flt.must_not))
+
+
+def _doc_point(payload: dict[str, Any]) -> str:
+    return point_id(payload["doc_id"])
 
 
 def _point_bytes(point: PointData) -> int:

@@ -6,9 +6,10 @@ or cluster, ``location=":memory:"`` keeps everything in memory, ``client=`` uses
 you made. Every store uses one collection layout (:mod:`.layout`), so an index moves between them with
 :func:`~lmk_rag.index.copy.copy_index` (``lmk-rag copy``).
 
-Search modes: ``prefetch`` (default: the best documents by the pooled vector through HNSW, then
-exact MaxSim over their landmarks), ``maxsim`` (exact MaxSim over every document), ``pooled``
-(one vector per document) and ``hybrid`` (BM25 fused with MaxSim, see :mod:`.fusion`).
+Search modes: ``hybrid`` (the default for text: BM25 fused with MaxSim, see :mod:`..fusion`),
+``prefetch`` (the default for a vector, and hybrid's dense half: candidates from the landmark
+index, see :mod:`.layout`, then exact MaxSim over their landmarks), ``maxsim`` (exact MaxSim
+over every document) and ``pooled`` (one vector per document).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ __all__ = ["DEFAULT_PATH", "QdrantIndex", "point_id"]
 class QdrantIndex(MultiVectorIndex):
     """LMK documents in Qdrant (embedded Qdrant Edge, a server, or memory).
 
-    ``prefetch_limit``: pooled candidates reranked by MaxSim in ``prefetch`` mode (None: chosen
-    from k and the corpus size, :func:`~.layout.default_prefetch_limit`).
+    ``prefetch_limit``: with a filter, pooled candidates (under the filter) that join the landmark
+    index's in ``prefetch`` mode (None: chosen from k and the corpus size,
+    :func:`~.layout.default_prefetch_limit`).
     ``quantization``: ``"int8"`` or ``"binary"`` landmark vectors in RAM, originals on disk for
     rescoring (fixed when the collection is created). ``hybrid_fusion`` (``"weighted"`` or
     ``"rrf"``) and ``hybrid_weight`` (BM25's share in ``weighted``) shape ``mode="hybrid"``.
@@ -293,26 +295,19 @@ class QdrantIndex(MultiVectorIndex):
         text: str | None = None,
     ) -> list[Hit]:
         vector = q.tolist()
+        if mode == "prefetch":
+            return [self._hit(f, f.score, q, passage) for f in self._candidates_reranked(vector, k, where)]
         if mode != "hybrid":
-            plan = Plan(mode, k, where, vector=vector, prefetch=self._prefetch(k) if mode == "prefetch" else 0)
-            results = self.store.search([plan])[0]
+            results = self.store.search([Plan(mode, k, where, vector=vector)])[0]
             return [self._hit(f, f.score, q, passage) for f in results]
         if text is None:
             raise InvalidInputError("mode='hybrid' needs the query text: use search(), not search_by_vector()")
         pool = max(10 * k, 50)
         # Candidates as ids and scores only (vectors cross into Python slowly), the exact MaxSim of
         # BM25's candidates that MaxSim did not bring, then the k winners whole.
-        dense_plan = Plan(
-            "prefetch",
-            pool,
-            where,
-            vector=vector,
-            prefetch=max(self._prefetch(k), pool),
-            payload=False,
-            landmarks=False,
-        )
+        dense = self._candidates_reranked(vector, pool, where, payload=False)
         bm25_plan = Plan("bm25", pool, where, sparse=sparse_query(text), payload=False, landmarks=False)
-        dense, lexical = self.store.search([dense_plan, bm25_plan])
+        lexical = self.store.search([bm25_plan])[0]
         maxsim = {f.id: f.score for f in dense}
         missing = [f.id for f in lexical if f.id not in maxsim]
         if missing:
@@ -338,6 +333,35 @@ class QdrantIndex(MultiVectorIndex):
                     self._hit(found(ids[j], payload, float(scores[j]), {LANDMARKS: lms}), float(scores[j]), q, passage)
                 )
         return hits
+
+    def _candidates_reranked(
+        self, vector: list[float], limit: int, where: ParsedFilter, *, payload: bool = True
+    ) -> list[Found]:
+        """The ``limit`` best documents by exact MaxSim among candidates: the documents of the best
+        landmarks in the landmark index (see :mod:`.layout`), and with a filter also the best pooled
+        vectors under it (the landmark index holds no metadata), each scored once."""
+        plans = []
+        ids = self.store.landmark_candidates(vector, 2 * limit)  # twice: quantized scores may misorder
+        if ids:
+            plans.append(Plan("maxsim", limit, where, vector=vector, payload=payload, landmarks=payload, ids=ids))
+        if where is not None or ids is None:  # a filter, or no readable landmark index: pooled candidates too
+            prefetch = max(self._prefetch(limit), limit)
+            plans.append(
+                Plan("prefetch", limit, where, vector=vector, prefetch=prefetch, payload=payload, landmarks=payload)
+            )
+        if not plans:
+            return []
+        best: dict[str, Found] = {}
+        for result in self.store.search(plans):
+            for f in result:
+                best.setdefault(f.id, f)  # both score exact MaxSim: the same document scores the same
+        return sorted(best.values(), key=lambda f: -f.score)[:limit]
+
+    def rebuild_landmark_index(self) -> None:
+        """Rebuild the landmark index (the default search's candidates) from the stored landmark
+        vectors: ``lmk-rag ingest --verify`` does, since it holds nothing the index does not."""
+        with self._backend():
+            self.store.rebuild_landmarks()
 
     @staticmethod
     def _hit(found: Found, score: float, q: np.ndarray, passage: PassageRequest) -> Hit:

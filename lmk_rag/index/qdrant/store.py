@@ -56,6 +56,16 @@ class QdrantStore(Protocol):
         """Points in the collection."""
         ...
 
+    def landmark_candidates(self, vector: list[float], limit: int) -> list[str] | None:
+        """Up to ``limit`` document point ids whose best landmarks are nearest ``vector`` (through the
+        landmark index's HNSW graph), best first: the candidates exact MaxSim then scores. None when
+        the landmark index cannot be read (the caller falls back to pooled candidates)."""
+        ...
+
+    def rebuild_landmarks(self) -> None:
+        """Rebuild the landmark index from the collection's stored landmark vectors."""
+        ...
+
     def search(self, plans: list[Plan]) -> list[list[Found]]:
         """Each plan's results, best first, in one round trip."""
         ...
