@@ -29,8 +29,8 @@ SHIPPED_FINGERPRINT = {
     "granularity": 32,
     "landmark_token_id": 102,
     "landmark_weights": "tokens",
-    "max_length": 512,
-    "window_overlap": 3,
+    "max_length": 256,  # the window chosen on the dev domains (lmk_config.json)
+    "window_overlap": 0,
 }
 
 

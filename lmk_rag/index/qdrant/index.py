@@ -341,7 +341,8 @@ class QdrantIndex(MultiVectorIndex):
         landmarks in the landmark index (see :mod:`.layout`), and with a filter also the best pooled
         vectors under it (the landmark index holds no metadata), each scored once."""
         plans = []
-        ids = self.store.landmark_candidates(vector, 2 * limit)  # twice: quantized scores may misorder
+        # A few more than asked (quantized scores may misorder), not twice a hybrid pool of 100.
+        ids = self.store.landmark_candidates(vector, limit + min(limit, 20))
         if ids:
             plans.append(Plan("maxsim", limit, where, vector=vector, payload=payload, landmarks=payload, ids=ids))
         if where is not None or ids is None:  # a filter, or no readable landmark index: pooled candidates too

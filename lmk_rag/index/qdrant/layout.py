@@ -52,11 +52,11 @@ LANDMARK_HNSW_M, LANDMARK_EF_CONSTRUCT = 16, 100
 
 
 def landmark_search(limit: int) -> tuple[int, int]:
-    """(landmarks fetched, HNSW ef) for ``limit`` candidate documents: 5 landmarks per document wanted
+    """(landmarks fetched, HNSW ef) for ``limit`` candidate documents: 3 landmarks per document wanted
     (a document's several good landmarks take several places), at least 64, and ef >= 256. Chosen on
     the benchmark's vectors (train-domain sections, jittered copies to 100k): 50 landmarks at ef 256
     gave recall@10 0.972 at 100k documents, ef 128 0.933."""
-    fetched = max(64, 5 * limit)
+    fetched = max(64, 3 * limit)
     return fetched, max(256, fetched)
 
 
