@@ -32,6 +32,7 @@ from _real_vectors import RealCorpus, load
 
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import ChromaIndex, QdrantIndex
+from lmk_rag.index.base import PassageRequest
 
 K = 10
 
@@ -100,7 +101,7 @@ def search_fn(idx, mode: str, prefetch: int | None = None) -> Callable:
     def run(q, text):
         if prefetch is not None:
             idx.prefetch_limit = prefetch
-        return idx._search(q, K, {}, mode, 0, text=text)  # the store's work, not the query encoder's
+        return idx._search(q, K, None, mode, PassageRequest(), text=text)  # the store's work, not the encoder's
 
     return run
 

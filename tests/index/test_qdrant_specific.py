@@ -68,9 +68,15 @@ def test_cluster_options_reach_the_new_collection(base_encoder):
     assert made["vectors_config"]["pooled"].on_disk and made["vectors_config"]["landmarks"].on_disk
     idx.add(["tides follow the moon"], ids=["t"])
     assert idx.search("moon", k=1)[0].id == "t"
+    landmarks = client.created["lmk__lmk_landmarks"]  # the landmark index is sharded alike
+    assert (landmarks["shard_number"], landmarks["replication_factor"], landmarks["write_consistency_factor"]) == (
+        6,
+        2,
+        2,
+    )
     # An existing collection keeps its settings; none are sent again.
     QdrantIndex(client=client, encoder=base_encoder)
-    assert list(client.created) == ["lmk", "lmk__lmk_meta"]
+    assert list(client.created) == ["lmk", "lmk__lmk_meta", "lmk__lmk_landmarks"]
 
 
 def test_cluster_options_are_checked_and_need_a_server(tmp_path, base_encoder):

@@ -306,7 +306,7 @@ class ClientStore:
         self.client.delete_collection(self.landmarks)
         self._create_landmark_index(self._dimension, self._cluster)
 
-    def landmark_candidates(self, vector: list[float], limit: int) -> list[str] | None:
+    def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
@@ -319,7 +319,7 @@ class ClientStore:
             with_payload=[LANDMARK_DOC],
             search_params=models.SearchParams(hnsw_ef=ef) if self._payload_indexes else None,  # local mode: exact
         ).points
-        return unique_documents([str(h.payload[LANDMARK_DOC]) for h in hits], limit)
+        return unique_documents([(str(h.payload[LANDMARK_DOC]), float(h.score)) for h in hits], limit)
 
     def ensure_field_index(self, key: str, kind: ValueKind) -> None:
         """A payload index on a metadata key the first time a filter uses it: float for numbers

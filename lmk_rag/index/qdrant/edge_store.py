@@ -406,7 +406,7 @@ class EdgeStore:
         e = _edge()
         return e.Filter(must=[e.FieldCondition(key=LANDMARK_DOC, match=e.MatchAny(list(doc_points)))])
 
-    def landmark_candidates(self, vector: list[float], limit: int) -> list[str] | None:
+    def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         if not self._landmarks_ok:
             return None
@@ -434,7 +434,7 @@ class EdgeStore:
             )
             self._landmarks_ok = False
             return None
-        return unique_documents([str(h.payload[LANDMARK_DOC]) for h in hits], limit)
+        return unique_documents([(str(h.payload[LANDMARK_DOC]), float(h.score)) for h in hits], limit)
 
     def rebuild_landmarks(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""

@@ -341,8 +341,14 @@ class QdrantIndex(MultiVectorIndex):
         landmarks in the landmark index (see :mod:`.layout`), and with a filter also the best pooled
         vectors under it (the landmark index holds no metadata), each scored once."""
         plans = []
+        if where is None and self.store.quantization is None:
+            # The landmark scores are exact MaxSim: the k best need only their payload and vectors.
+            scored = self.store.landmark_candidates(vector, limit)
+            if scored is not None:
+                return self._fetched(scored, payload)
         # A few more than asked (quantized scores may misorder), not twice a hybrid pool of 100.
-        ids = self.store.landmark_candidates(vector, limit + min(limit, 20))
+        scored = self.store.landmark_candidates(vector, limit + min(limit, 20))
+        ids = None if scored is None else [doc for doc, _ in scored]
         if ids:
             plans.append(Plan("maxsim", limit, where, vector=vector, payload=payload, landmarks=payload, ids=ids))
         if where is not None or ids is None:  # a filter, or no readable landmark index: pooled candidates too
@@ -357,6 +363,20 @@ class QdrantIndex(MultiVectorIndex):
             for f in result:
                 best.setdefault(f.id, f)  # both score exact MaxSim: the same document scores the same
         return sorted(best.values(), key=lambda f: -f.score)[:limit]
+
+    def _fetched(self, scored: list[tuple[str, float]], payload: bool) -> list[Found]:
+        """Documents with their scores as found, their payload and landmark vectors read when asked
+        (a document deleted since the landmark index was read is left out)."""
+        if not payload:
+            return [
+                Found(doc, {}, score, np.zeros((0, self.encoder.dimension), dtype=np.float32)) for doc, score in scored
+            ]
+        records = {
+            str(point_id(p["doc_id"])): (p, lms) for p, _, lms in self.store.retrieve([d for d, _ in scored], True)
+        }
+        return [
+            found(doc, records[doc][0], score, {LANDMARKS: records[doc][1]}) for doc, score in scored if doc in records
+        ]
 
     def rebuild_landmark_index(self) -> None:
         """Rebuild the landmark index (the default search's candidates) from the stored landmark

@@ -15,9 +15,10 @@ The payload keeps the user's id, text, metadata and each landmark's character sp
 Beside the collection, a **landmark index**: one point per landmark (vector ``lm``, HNSW; payload
 ``doc``, its document's point id), in a second shard (embedded) or collection (server). A query
 is one vector, so a document's MaxSim is its best landmark's score: the best landmarks through
-the graph name the documents that rank first, which exact MaxSim over the collection then scores
-(recall@10 against exact MaxSim 0.972 at 100k documents in 1/40 of numpy's brute-force time,
-where 1,600 pooled candidates reached 0.948 in 1/6: ``research/scripts/landmark_hnsw_probe.py``).
+the graph name the documents that rank first (their scores are their MaxSim, unless quantized:
+then exact MaxSim over the collection scores them). ``benchmarks/bench_index.py``: recall@10
+against exact MaxSim 0.992 at 10k and 0.952 at 100k documents, where the best pooled vectors
+reached 0.92-0.95 (``research/scripts/landmark_hnsw_probe.py`` compares the candidate stages).
 """
 
 from __future__ import annotations
@@ -65,10 +66,15 @@ def landmark_point_ids(doc_point: str, n: int) -> list[str]:
     return [str(uuid.uuid5(_NAMESPACE, f"{doc_point}#{j}")) for j in range(n)]
 
 
-def unique_documents(doc_points: list[str], limit: int) -> list[str]:
-    """The first ``limit`` distinct documents of landmark hits given best first (a document's
-    first landmark is its best)."""
-    return list(dict.fromkeys(doc_points))[:limit]
+def unique_documents(hits: list[tuple[str, float]], limit: int) -> list[tuple[str, float]]:
+    """The first ``limit`` distinct documents of landmark hits ``(document, score)`` given best
+    first, each with its first (best) landmark's score: its MaxSim, where the scores are exact."""
+    best: dict[str, float] = {}
+    for doc, score in hits:
+        best.setdefault(doc, score)
+        if len(best) == limit:
+            break
+    return list(best.items())
 
 
 def point_id(doc_id: str) -> str:

@@ -56,10 +56,11 @@ class QdrantStore(Protocol):
         """Points in the collection."""
         ...
 
-    def landmark_candidates(self, vector: list[float], limit: int) -> list[str] | None:
-        """Up to ``limit`` document point ids whose best landmarks are nearest ``vector`` (through the
-        landmark index's HNSW graph), best first: the candidates exact MaxSim then scores. None when
-        the landmark index cannot be read (the caller falls back to pooled candidates)."""
+    def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
+        """Up to ``limit`` documents ``(point id, best landmark's score)`` whose best landmarks are
+        nearest ``vector`` through the landmark index's HNSW graph, best first (the score is the
+        document's MaxSim where the index is not quantized). None when the landmark index cannot be
+        read (the caller falls back to pooled candidates)."""
         ...
 
     def rebuild_landmarks(self) -> None:
