@@ -122,7 +122,7 @@ def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None
         if folder.exists() and not folder.is_dir():
             raise IndexUnavailableError(f"the index path {uri.path!r} is a file; give a folder for {uri.backend}:PATH")
     if uri.backend == "qdrant" and uri.path:
-        from .qdrant.edge_store import folder_fingerprint
+        from .qdrant.edge_files import folder_fingerprint
 
         return folder_fingerprint(Path(uri.path), collection)
     if uri.backend == "qdrant":

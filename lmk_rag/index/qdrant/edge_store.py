@@ -1,8 +1,9 @@
 """The embedded Qdrant store: Qdrant's own engine in-process (``qdrant-edge-py``).
 
 A folder holds one Edge shard per collection (``PATH/<collection>/``: segments, WAL, HNSW and
-payload indexes) and beside it ``PATH/<collection>.lmk.json`` (the encoder fingerprint and the
-layout's settings), written atomically. The shard's WAL lock admits one process at a time; a
+payload indexes), its landmark index (``PATH/<collection>.landmarks/``, a second shard) and
+``PATH/<collection>.lmk.json`` (the encoder fingerprint and the layout's settings; the files are
+:mod:`.edge_files`' business, the filters :mod:`.edge_filters`'). The shard's WAL lock admits one process at a time; a
 second one gets :class:`~lmk_rag.errors.IndexUnavailableError`, never a shared write.
 """
 
@@ -10,27 +11,29 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...errors import (
-    DamagedIndexError,
     IncompatibleIndexError,
     IndexUnavailableError,
-    InsufficientSpaceError,
-    InvalidInputError,
     MissingDependencyError,
 )
 from ...types import Fingerprint
 from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
-from ..space import OPEN_MARGIN_BYTES, check_free_space
+from ..space import check_free_space
+from .edge_files import (
+    SHARD_MARKER,
+    damaged,
+    holds_edge_index,
+    is_damage,
+    landmark_shard_dir,
+    load_shard,
+    read_meta,
+    write_meta,
+)
+from .edge_filters import EdgeFilters, from_client_filter
 from .layout import (
     BM25,
     BM25_SETTINGS,
@@ -53,156 +56,7 @@ from .layout import (
 )
 
 LAYOUT_VERSION = 1
-_SHARD_MARKER = "edge_config.json"
-
-
 logger = logging.getLogger("lmk_rag")
-# A write-ahead-log piece younger than this may be one another process is making: never removed.
-_EMPTY_WAL_AGE_S = 10.0
-
-
-@contextmanager
-def opening_lock(folder: Path, collection: str) -> Iterator[None]:
-    """Hold an exclusive lock while ``collection`` in ``folder`` is created or loaded and its
-    fingerprint checked or written, so racing creators of one new index never see it half made."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    if folder.exists() and not folder.is_dir():
-        raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
-    lock = folder / f".{collection}.open.lock"
-    if not lock.exists():
-        if holds_edge_index(folder, collection):  # made before this lock existed: no creator left to race
-            yield
-            return
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            lock.touch()
-        except OSError:  # a folder no one can write to: no creator to race with (opening it says what is wrong)
-            yield
-            return
-    with open(lock, "rb") as handle:  # read-only: a search on read-only media can take it too
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-# What the engine says when a file holds less, or other, than it wrote there.
-_DAMAGE_SIGNS = (
-    "out of bounds",
-    "IO error",
-    "Gridstore",
-    "corrupt",
-    "unexpected end of file",
-    "failed to fill",
-    "is not readable",
-)
-
-
-def is_damage(exc: BaseException) -> bool:
-    """Whether an engine error means a damaged file (truncated or overwritten storage)."""
-    text = str(exc)
-    return type(exc).__name__ == "Exception" and any(sign in text for sign in _DAMAGE_SIGNS)
-
-
-def damaged(folder: Path, exc: BaseException) -> DamagedIndexError:
-    """The :class:`DamagedIndexError` for ``exc`` on the index in ``folder``, saying how to rebuild."""
-    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return DamagedIndexError(
-        f"the index at {str(folder)!r} is damaged: a file in it holds less than was written ({detail}); rebuild it "
-        f"(lmk-rag ingest YOUR_FOLDERS --index qdrant:NEW_PATH), or move {str(folder)!r} away and ingest again"
-    )
-
-
-def _load_shard(shard_dir: Path) -> Any:
-    """Load a shard; a write-ahead-log piece emptied to 0 bytes (it holds nothing: a copy or a
-    crash cut it) is removed and the load tried again, instead of the index being unopenable."""
-    e = _edge()
-    try:
-        return e.EdgeShard.load(str(shard_dir))
-    except Exception as exc:
-        if "invalid segment capacity: 0" not in str(exc):
-            raise
-        now = time.time()
-        empty = [
-            p
-            for p in (shard_dir / "wal").glob("open-*")
-            if p.stat().st_size == 0 and now - p.stat().st_mtime > _EMPTY_WAL_AGE_S  # not one being made now
-        ]
-        if not empty:
-            raise
-        for piece in empty:
-            logger.warning("removed the empty write-ahead-log file %s (it held nothing) to open the index", piece)
-            piece.unlink()
-        return e.EdgeShard.load(str(shard_dir))
-
-
-def read_only_copy(folder: Path) -> Path:
-    """A private copy of an index that lives where nothing may be written (read-only media, a
-    folder of another user): the engine rewrites its own files when it opens a shard, so searches
-    run on the copy, which is removed at close. Returns the temporary folder holding the copy."""
-    import shutil
-    import tempfile
-
-    size = sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
-    scratch = Path(tempfile.mkdtemp(prefix="lmk-rag-read-only-"))
-    try:
-        if shutil.disk_usage(scratch).free < size + 2 * OPEN_MARGIN_BYTES:
-            raise InsufficientSpaceError(
-                f"the index at {str(folder)!r} cannot be written to (read-only), so lmk-rag opens a copy of it, but "
-                f"the temporary folder {str(scratch)!r} has too little space for its {size / 2**20:.0f} MB; set "
-                "TMPDIR to a folder with room, or copy the index somewhere writable"
-            )
-        logger.warning("the index at %s cannot be written to; opening a copy in %s (removed at close)", folder, scratch)
-        shutil.copytree(folder, scratch / folder.name, symlinks=True)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return scratch
-
-
-def meta_path(folder: Path, collection: str) -> Path:
-    """The JSON file beside the shard that records the collection's fingerprint and settings."""
-    return folder / f"{collection}.lmk.json"
-
-
-def holds_edge_index(folder: Path, collection: str) -> bool:
-    """Whether ``folder`` holds an embedded collection named ``collection``."""
-    return (folder / collection / _SHARD_MARKER).is_file()
-
-
-def folder_fingerprint(folder: Path, collection: str) -> Fingerprint | None:
-    """The fingerprint an embedded index in ``folder`` records, without opening (or creating) it."""
-    if not holds_edge_index(folder, collection):
-        return None
-    meta = read_meta(folder, collection)
-    return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
-
-
-def read_meta(folder: Path, collection: str) -> dict[str, Any] | None:
-    """The collection's recorded fingerprint and settings (None: not written yet)."""
-    path = meta_path(folder, collection)
-    if not path.is_file():
-        return None
-    try:
-        meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        return meta
-    except (OSError, ValueError) as exc:
-        raise IndexUnavailableError(f"cannot read the index settings {str(path)!r}: {exc}") from exc
-
-
-def _write_meta(folder: Path, collection: str, meta: dict[str, Any]) -> None:
-    path = meta_path(folder, collection)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _edge() -> Any:
@@ -262,11 +116,6 @@ def landmark_config(dimension: int, quantization: str | None) -> Any:
     )
 
 
-def landmark_shard_dir(folder: Path, collection: str) -> Path:
-    """Where the collection's landmark index lives: a second shard beside the collection's."""
-    return folder / f"{collection}.landmarks"
-
-
 class EdgeStore:
     """One collection as an Edge shard in ``folder``, and its landmark index as a second shard."""
 
@@ -286,7 +135,7 @@ class EdgeStore:
         check_free_space(folder, opening=True)
         try:
             if holds_edge_index(folder, collection):
-                self.shard = _load_shard(shard_dir)
+                self.shard = load_shard(shard_dir)
             else:
                 shard_dir.mkdir(parents=True, exist_ok=True)
                 self.shard = e.EdgeShard.create(str(shard_dir), edge_config(dimension, quantization))
@@ -315,9 +164,9 @@ class EdgeStore:
         e = _edge()
         lm_dir = landmark_shard_dir(self.folder, self.collection)
         try:
-            if (lm_dir / _SHARD_MARKER).is_file():
+            if (lm_dir / SHARD_MARKER).is_file():
                 try:
-                    return _load_shard(lm_dir)
+                    return load_shard(lm_dir)
                 except Exception as exc:
                     if not is_damage(exc):
                         raise
@@ -357,7 +206,7 @@ class EdgeStore:
 
     def write_fingerprint(self, fp: Fingerprint) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
-        _write_meta(
+        write_meta(
             self.folder,
             self.collection,
             {
@@ -498,7 +347,7 @@ class EdgeStore:
     def _filter(self, where: ParsedFilter) -> Any:
         if where is None:
             return None
-        vocab = _EdgeFilters()
+        vocab = EdgeFilters()
         if isinstance(where, NativeFilter):
             return from_client_filter(where.value, vocab)
         for key, kind in field_kinds(where):
@@ -568,61 +417,6 @@ class EdgeStore:
             for shard in shards:
                 shard.close()
             self.shard = self.landmark_shard = None
-
-
-class _EdgeFilters:
-    """qdrant-edge-py's filter classes, for :func:`~lmk_rag.index.filters.to_qdrant_filter`."""
-
-    def __init__(self) -> None:
-        self.e = _edge()
-
-    def match(self, key: str, value: str | int | bool) -> Any:
-        # qdrant-edge-py 0.9 reads a Python bool as the int 1/0 (matching nothing); numpy's stays a bool.
-        return self.e.FieldCondition(
-            key=key, match=self.e.MatchValue(np.bool_(value) if isinstance(value, bool) else value)
-        )
-
-    def match_any(self, key: str, values: list[Any]) -> Any:
-        return self.e.FieldCondition(key=key, match=self.e.MatchAny(values))
-
-    def range(self, key: str, **bounds: float) -> Any:
-        return self.e.FieldCondition(key=key, range=self.e.RangeFloat(**bounds))
-
-    def filter(
-        self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
-    ) -> Any:
-        return self.e.Filter(must=must, should=should, must_not=must_not)
-
-
-def from_client_filter(flt: Any, vocab: _EdgeFilters) -> Any:
-    """The embedded store's twin of a qdrant-client ``models.Filter`` (must / should / must_not,
-    nested filters, and field conditions that match a value, any of some values, or a range)."""
-    from qdrant_client import models
-
-    def condition(c: Any) -> Any:
-        if isinstance(c, models.Filter):
-            return from_client_filter(c, vocab)
-        if isinstance(c, models.FieldCondition):
-            if isinstance(c.match, models.MatchValue) and c.range is None:
-                return vocab.match(c.key, c.match.value)
-            if isinstance(c.match, models.MatchAny) and c.range is None:
-                return vocab.match_any(c.key, list(c.match.any))
-            if c.match is None and isinstance(c.range, models.Range):
-                bounds = {b: getattr(c.range, b) for b in ("gt", "gte", "lt", "lte") if getattr(c.range, b) is not None}
-                return vocab.range(c.key, **bounds)
-        raise InvalidInputError(
-            f"the embedded Qdrant store runs Filter(must/should/must_not) of nested Filters and FieldConditions "
-            f"with MatchValue, MatchAny or Range; got {c!r}. Use a dict filter, or a Qdrant server (url=)"
-        )
-
-    def parts(items: Any) -> list[Any] | None:
-        if items is None:
-            return None
-        return [condition(c) for c in (items if isinstance(items, list) else [items])]
-
-    if flt.min_should is not None:
-        raise InvalidInputError("the embedded Qdrant store does not run min_should; use a Qdrant server (url=)")
-    return vocab.filter(must=parts(flt.must), should=parts(flt.should), must_not=parts(flt.must_not))
 
 
 def _doc_point(payload: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from ..base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocu
 from ..filters import ParsedFilter
 from ..fusion import check_fusion, fuse
 from .client_store import ClientStore, auth_error, check_cluster_options, is_connection_error
-from .edge_store import damaged, is_damage
+from .edge_files import damaged, is_damage
 from .layout import (
     LANDMARKS,
     Found,
@@ -134,7 +134,8 @@ class QdrantIndex(MultiVectorIndex):
             self._open_client(client, url, api_key, location, collection, quantization, cluster)
 
     def _open_embedded(self, folder: Path, collection: str, quantization: str | None) -> None:
-        from .edge_store import EdgeStore, opening_lock, read_only_copy
+        from .edge_files import opening_lock, read_only_copy
+        from .edge_store import EdgeStore
 
         if folder.is_dir() and not os.access(folder, os.W_OK):
             # The engine rewrites its own files when it opens a shard: on read-only media it opens a copy.

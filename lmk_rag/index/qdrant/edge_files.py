@@ -1,0 +1,181 @@
+"""The embedded index's files: the folder's locks, its metadata file (``PATH/<collection>.lmk.json``:
+the encoder fingerprint and the layout's settings, written atomically), what a damaged file looks
+like, an emptied write-ahead-log piece, and read-only copies. No engine calls beyond loading a shard."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ...errors import DamagedIndexError, IndexUnavailableError, InsufficientSpaceError, MissingDependencyError
+from ...types import Fingerprint
+from ..space import OPEN_MARGIN_BYTES
+
+SHARD_MARKER = "edge_config.json"
+logger = logging.getLogger("lmk_rag")
+# A write-ahead-log piece younger than this may be one another process is making: never removed.
+_EMPTY_WAL_AGE_S = 10.0
+
+
+@contextmanager
+def opening_lock(folder: Path, collection: str) -> Iterator[None]:
+    """Hold an exclusive lock while ``collection`` in ``folder`` is created or loaded and its
+    fingerprint checked or written, so racing creators of one new index never see it half made."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    if folder.exists() and not folder.is_dir():
+        raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
+    lock = folder / f".{collection}.open.lock"
+    if not lock.exists():
+        if holds_edge_index(folder, collection):  # made before this lock existed: no creator left to race
+            yield
+            return
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            lock.touch()
+        except OSError:  # a folder no one can write to: no creator to race with (opening it says what is wrong)
+            yield
+            return
+    with open(lock, "rb") as handle:  # read-only: a search on read-only media can take it too
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+# What the engine says when a file holds less, or other, than it wrote there.
+_DAMAGE_SIGNS = (
+    "out of bounds",
+    "IO error",
+    "Gridstore",
+    "corrupt",
+    "unexpected end of file",
+    "failed to fill",
+    "is not readable",
+)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether an engine error means a damaged file (truncated or overwritten storage)."""
+    text = str(exc)
+    return type(exc).__name__ == "Exception" and any(sign in text for sign in _DAMAGE_SIGNS)
+
+
+def damaged(folder: Path, exc: BaseException) -> DamagedIndexError:
+    """The :class:`DamagedIndexError` for ``exc`` on the index in ``folder``, saying how to rebuild."""
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return DamagedIndexError(
+        f"the index at {str(folder)!r} is damaged: a file in it holds less than was written ({detail}); rebuild it "
+        f"(lmk-rag ingest YOUR_FOLDERS --index qdrant:NEW_PATH), or move {str(folder)!r} away and ingest again"
+    )
+
+
+def load_shard(shard_dir: Path) -> Any:
+    """Load a shard; a write-ahead-log piece emptied to 0 bytes (it holds nothing: a copy or a
+    crash cut it) is removed and the load tried again, instead of the index being unopenable."""
+    e = _edge()
+    try:
+        return e.EdgeShard.load(str(shard_dir))
+    except Exception as exc:
+        if "invalid segment capacity: 0" not in str(exc):
+            raise
+        now = time.time()
+        empty = [
+            p
+            for p in (shard_dir / "wal").glob("open-*")
+            if p.stat().st_size == 0 and now - p.stat().st_mtime > _EMPTY_WAL_AGE_S  # not one being made now
+        ]
+        if not empty:
+            raise
+        for piece in empty:
+            logger.warning("removed the empty write-ahead-log file %s (it held nothing) to open the index", piece)
+            piece.unlink()
+        return e.EdgeShard.load(str(shard_dir))
+
+
+def read_only_copy(folder: Path) -> Path:
+    """A private copy of an index that lives where nothing may be written (read-only media, a
+    folder of another user): the engine rewrites its own files when it opens a shard, so searches
+    run on the copy, which is removed at close. Returns the temporary folder holding the copy."""
+    import shutil
+    import tempfile
+
+    size = sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+    scratch = Path(tempfile.mkdtemp(prefix="lmk-rag-read-only-"))
+    try:
+        if shutil.disk_usage(scratch).free < size + 2 * OPEN_MARGIN_BYTES:
+            raise InsufficientSpaceError(
+                f"the index at {str(folder)!r} cannot be written to (read-only), so lmk-rag opens a copy of it, but "
+                f"the temporary folder {str(scratch)!r} has too little space for its {size / 2**20:.0f} MB; set "
+                "TMPDIR to a folder with room, or copy the index somewhere writable"
+            )
+        logger.warning("the index at %s cannot be written to; opening a copy in %s (removed at close)", folder, scratch)
+        shutil.copytree(folder, scratch / folder.name, symlinks=True)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return scratch
+
+
+def meta_path(folder: Path, collection: str) -> Path:
+    """The JSON file beside the shard that records the collection's fingerprint and settings."""
+    return folder / f"{collection}.lmk.json"
+
+
+def holds_edge_index(folder: Path, collection: str) -> bool:
+    """Whether ``folder`` holds an embedded collection named ``collection``."""
+    return (folder / collection / SHARD_MARKER).is_file()
+
+
+def folder_fingerprint(folder: Path, collection: str) -> Fingerprint | None:
+    """The fingerprint an embedded index in ``folder`` records, without opening (or creating) it."""
+    if not holds_edge_index(folder, collection):
+        return None
+    meta = read_meta(folder, collection)
+    return Fingerprint.from_dict(meta["fingerprint"]) if meta and meta.get("fingerprint") else None
+
+
+def read_meta(folder: Path, collection: str) -> dict[str, Any] | None:
+    """The collection's recorded fingerprint and settings (None: not written yet)."""
+    path = meta_path(folder, collection)
+    if not path.is_file():
+        return None
+    try:
+        meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return meta
+    except (OSError, ValueError) as exc:
+        raise IndexUnavailableError(f"cannot read the index settings {str(path)!r}: {exc}") from exc
+
+
+def write_meta(folder: Path, collection: str, meta: dict[str, Any]) -> None:
+    """Write the collection's metadata file atomically (a temporary file, fsync, then rename)."""
+    path = meta_path(folder, collection)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _edge() -> Any:
+    try:
+        import qdrant_edge
+    except ImportError as exc:  # pragma: no cover - a dependency of the qdrant extra
+        raise MissingDependencyError("qdrant:PATH needs qdrant-edge-py: pip install 'lmk-rag[qdrant]'") from exc
+    return qdrant_edge
+
+
+def landmark_shard_dir(folder: Path, collection: str) -> Path:
+    """Where the collection's landmark index lives: a second shard beside the collection's."""
+    return folder / f"{collection}.landmarks"
