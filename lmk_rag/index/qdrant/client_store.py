@@ -31,6 +31,7 @@ from .layout import (
     point_id,
     unique_documents,
 )
+from .store import stored_landmarks
 
 _UPSERT_BATCH = 64
 #: Collection settings a Qdrant cluster needs, fixed when the collection is created.
@@ -228,12 +229,8 @@ class ClientStore:
             self.client.create_payload_index(
                 self.landmarks, field_name=LANDMARK_DOC, field_schema=models.PayloadSchemaType.KEYWORD
             )
-        offset: Any = None
-        while True:
-            records, offset = self.scroll(offset, 256, True)
-            self._write_landmarks([(point_id(payload["doc_id"]), vectors or []) for payload, _, vectors in records])
-            if offset is None:
-                break
+        for documents in stored_landmarks(self):
+            self._write_landmarks(documents)
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:

@@ -51,9 +51,9 @@ from .layout import (
     landmark_point_ids,
     landmark_search,
     payload_key,
-    point_id,
     unique_documents,
 )
+from .store import stored_landmarks
 
 LAYOUT_VERSION = 1
 logger = logging.getLogger("lmk_rag")
@@ -154,49 +154,49 @@ class EdgeStore:
         self._indexed = set(self.shard.info().payload_schema)
         self._wrote = False
         self.dimension = dimension
-        self.landmark_shard = self._open_landmarks(dimension)
-        self._landmarks_ok = True
+        self._open_landmarks()
 
-    def _open_landmarks(self, dimension: int) -> Any:
-        """The landmark index shard, created (and filled from the stored landmark vectors, when the
-        collection holds documents already) the first time. It holds nothing the collection does
-        not, so a damaged one is rebuilt from the collection rather than refused."""
+    def _open_landmarks(self) -> None:
+        """Open the landmark index shard, or create it (filled from the stored landmark vectors, when
+        the collection holds documents already). It holds nothing the collection does not, so a
+        damaged one is rebuilt from the collection rather than refused."""
         e = _edge()
         lm_dir = landmark_shard_dir(self.folder, self.collection)
+        self._landmarks_ok = True
         try:
             if (lm_dir / SHARD_MARKER).is_file():
                 try:
-                    return load_shard(lm_dir)
+                    self.landmark_shard = load_shard(lm_dir)
+                    return
                 except Exception as exc:
                     if not is_damage(exc):
                         raise
                     logger.warning("the landmark index %s is damaged (%s); rebuilding it from the index", lm_dir, exc)
                     shutil.rmtree(lm_dir)
             lm_dir.mkdir(parents=True, exist_ok=True)
-            shard = e.EdgeShard.create(str(lm_dir), landmark_config(dimension, self.quantization))
-            shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
+            self.landmark_shard = e.EdgeShard.create(str(lm_dir), landmark_config(self.dimension, self.quantization))
+            self.landmark_shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
         except Exception as exc:
             self.shard.close()
             if is_damage(exc):
                 raise damaged(self.folder, exc) from exc
             raise
-        offset: Any = None
-        while self.count():
-            records, offset = self.scroll(offset, 256, True)
-            shard.update(
-                e.UpdateOperation.upsert_points(
-                    [
-                        e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: doc})
-                        for payload, _, vectors in records
-                        for doc in [_doc_point(payload)]
-                        for point, v in zip(landmark_point_ids(doc, len(vectors or [])), vectors or [])
-                    ]
-                )
-            )
-            if offset is None:
-                shard.optimize()
-                break
-        return shard
+        filled = False
+        for documents in stored_landmarks(self):
+            self._write_landmarks(documents)
+            filled = True
+        if filled:
+            self.landmark_shard.optimize()
+
+    def _write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+        """One landmark-index point per landmark of each ``(document point id, landmark vectors)``."""
+        e = _edge()
+        points = [
+            e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: doc})
+            for doc, vectors in documents
+            for point, v in zip(landmark_point_ids(doc, len(vectors)), vectors)
+        ]
+        self.landmark_shard.update(e.UpdateOperation.upsert_points(points))
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
@@ -235,12 +235,7 @@ class EdgeStore:
         self.landmark_shard.update(
             e.UpdateOperation.delete_points_by_filter(self._of_documents([p.id for p in points]))
         )
-        lms = [
-            e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: p.id})
-            for p in points
-            for point, v in zip(landmark_point_ids(p.id, len(p.landmarks)), p.landmarks)
-        ]
-        self.landmark_shard.update(e.UpdateOperation.upsert_points(lms))
+        self._write_landmarks([(p.id, p.landmarks) for p in points])
         self.shard.update(e.UpdateOperation.upsert_points(batch))
         self._wrote = True
 
@@ -289,8 +284,7 @@ class EdgeStore:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         self.landmark_shard.close()
         shutil.rmtree(landmark_shard_dir(self.folder, self.collection))
-        self.landmark_shard = self._open_landmarks(self.dimension)
-        self._landmarks_ok = True
+        self._open_landmarks()
 
     def ensure_field_index(self, key: str, kind: ValueKind) -> None:
         """A payload index on a metadata key the first time a filter uses it: float for numbers
@@ -417,10 +411,6 @@ class EdgeStore:
             for shard in shards:
                 shard.close()
             self.shard = self.landmark_shard = None
-
-
-def _doc_point(payload: dict[str, Any]) -> str:
-    return point_id(payload["doc_id"])
 
 
 def _point_bytes(point: PointData) -> int:

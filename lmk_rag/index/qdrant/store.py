@@ -5,11 +5,12 @@ answer the same calls, so the index never asks which one it has."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ...types import Fingerprint
 from ..filters import ParsedFilter, ValueKind
-from .layout import Found, Plan, PointData
+from .layout import Found, Plan, PointData, point_id
 
 #: A stored point as the stores return it: its payload, its pooled vector and its landmark vectors
 #: (the vectors are None when not asked for).
@@ -78,3 +79,16 @@ class QdrantStore(Protocol):
     def close(self) -> None:
         """Flush and release the collection."""
         ...
+
+
+def stored_landmarks(store: QdrantStore, batch: int = 256) -> Iterator[list[tuple[str, Any]]]:
+    """The collection's documents as ``(point id, landmark vectors)``, a batch at a time: what a
+    landmark index is built from (it holds nothing the collection does not)."""
+    offset: Any = None
+    while True:
+        records, offset = store.scroll(offset, batch, True)
+        documents = [(point_id(payload["doc_id"]), vectors or []) for payload, _, vectors in records]
+        if documents:
+            yield documents
+        if offset is None:
+            return
