@@ -323,17 +323,8 @@ class QdrantIndex(MultiVectorIndex):
             np.array([maxsim[i] for i in ids]), [bm25.get(i) for i in ids], self.hybrid_fusion, self.hybrid_weight
         )
         order = np.argsort(-scores, kind="stable")[:k]
-        winners = {
-            str(point_id(p["doc_id"])): (p, lms) for p, _, lms in self.store.retrieve([ids[j] for j in order], True)
-        }
-        hits = []
-        for j in order:
-            if ids[j] in winners:  # a document deleted since the candidates were read is left out
-                payload, lms = winners[ids[j]]
-                hits.append(
-                    self._hit(found(ids[j], payload, float(scores[j]), {LANDMARKS: lms}), float(scores[j]), q, passage)
-                )
-        return hits
+        winners = self._fetched([(ids[j], float(scores[j])) for j in order], payload=True)
+        return [self._hit(f, f.score, q, passage) for f in winners]
 
     def _candidates_reranked(
         self, vector: list[float], limit: int, where: ParsedFilter, *, payload: bool = True
@@ -341,14 +332,14 @@ class QdrantIndex(MultiVectorIndex):
         """The ``limit`` best documents by exact MaxSim among candidates: the documents of the best
         landmarks in the landmark index (see :mod:`.layout`), and with a filter also the best pooled
         vectors under it (the landmark index holds no metadata), each scored once."""
+        # Unfiltered over float vectors, the landmark scores are exact MaxSim: the k best need only
+        # their payload and vectors. Otherwise a few more than asked (quantized scores may misorder;
+        # not twice a hybrid pool of 100), scored by exact MaxSim.
+        exact = where is None and self.store.quantization is None
+        scored = self.store.landmark_candidates(vector, limit if exact else limit + min(limit, 20))
+        if exact and scored is not None:
+            return self._fetched(scored, payload)
         plans = []
-        if where is None and self.store.quantization is None:
-            # The landmark scores are exact MaxSim: the k best need only their payload and vectors.
-            scored = self.store.landmark_candidates(vector, limit)
-            if scored is not None:
-                return self._fetched(scored, payload)
-        # A few more than asked (quantized scores may misorder), not twice a hybrid pool of 100.
-        scored = self.store.landmark_candidates(vector, limit + min(limit, 20))
         ids = None if scored is None else [doc for doc, _ in scored]
         if ids:
             plans.append(Plan("maxsim", limit, where, vector=vector, payload=payload, landmarks=payload, ids=ids))
@@ -367,7 +358,7 @@ class QdrantIndex(MultiVectorIndex):
 
     def _fetched(self, scored: list[tuple[str, float]], payload: bool) -> list[Found]:
         """Documents with their scores as found, their payload and landmark vectors read when asked
-        (a document deleted since the landmark index was read is left out)."""
+        (a document deleted since the candidates were read is left out)."""
         if not payload:
             return [
                 Found(doc, {}, score, np.zeros((0, self.encoder.dimension), dtype=np.float32)) for doc, score in scored
