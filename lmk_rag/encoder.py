@@ -178,8 +178,7 @@ class LMKEncoder:
         if not isinstance(given.normalize, bool):
             raise InvalidTypeError(f"normalize must be a bool, got {type(given.normalize).__name__}")
         self.normalize = given.normalize
-        overlap = given.window_overlap if given.window_overlap is not None else recorded.get("window_overlap")
-        self._window_overlap = check_int("window_overlap", overlap, 0, allow_none=True)
+        self._window_overlap = check_int("window_overlap", resolved["window_overlap"], 0, allow_none=True)
         self.batch_size = check_int("batch_size", given.batch_size, 1)
         self.max_batch_tokens = check_int("max_batch_tokens", given.max_batch_tokens, 1)
         self.max_tokens = check_int("max_tokens", given.max_tokens, 1, allow_none=True)

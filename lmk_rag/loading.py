@@ -88,6 +88,7 @@ _BUILT_IN = {
     "landmark_token_id": None,
     "query_prefix": "",
     "document_prefix": "",
+    "window_overlap": None,  # None: about a quarter of a window (windows.default_overlap)
 }
 
 
