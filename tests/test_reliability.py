@@ -618,6 +618,36 @@ def test_a_full_disk_is_one_line_not_a_bus_error(small_disk):
     assert json.loads(info.stdout)["documents"] == 5  # nothing lost, nothing half-written
 
 
+@pytest.mark.slow
+def test_building_a_missing_landmark_index_on_a_full_disk_is_one_line_not_a_bus_error(small_disk):
+    """The first open of an index without its landmark index builds one: with room to open but not
+    to build (the battery left 60 MB), one line instead of SIGBUS, and the index is untouched."""
+    import shutil
+
+    from lmk_rag.index.space import MARGIN_BYTES, OPEN_MARGIN_BYTES, unfilled_bytes
+
+    disk = small_disk(800)  # the engine's files are sparse: a retry needs room for two shards' holes
+    built = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    assert built.returncode == 0, built.stderr[-2000:]
+    shutil.rmtree(disk / "idx" / "lmk.landmarks")
+    to_open = unfilled_bytes(disk / "idx", "vector_storage") + OPEN_MARGIN_BYTES
+    _fill(disk, leave_mb=(to_open + MARGIN_BYTES // 2) // 2**20)
+    out = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}")
+    assert out.returncode == 2 and "free to write" in out.stderr, (out.returncode, out.stderr[-2000:])
+    assert len(out.stderr.strip().splitlines()) == 1
+    (disk / "filler").unlink()
+    again = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
+    assert again.returncode == 0 and "tides.md" in again.stdout, again.stderr[-2000:]
+
+
+def test_a_collection_name_cannot_collide_with_the_files_beside_another(tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    for name in ("lmk.landmarks", "lmk__lmk_landmarks", "a/b", ".hidden", ""):
+        with pytest.raises(InvalidInputError, match="collection must be a name of letters"):
+            QdrantIndex(tmp_path / "idx", collection=name, encoder=base)
+
+
 # ---------------------------------------------------------------- damaged index files (#38 item 7)
 @pytest.fixture(scope="module")
 def built_index(tmp_path_factory):
@@ -677,9 +707,14 @@ def test_a_truncated_vector_file_is_rebuilt_by_ingest_verify(built_index, tmp_pa
     assert found[0]["id"].endswith("tides.md")
 
 
-def test_a_damaged_landmark_index_falls_back_to_pooled_candidates_and_verify_rebuilds_it(built_index, tmp_path):
-    """The landmark index holds nothing the index does not: damaged, searches go on (with one
-    warning saying how to rebuild it) and `ingest --verify` rebuilds it."""
+def test_a_damaged_landmark_index_of_a_large_index_falls_back_to_pooled_candidates_and_verify_rebuilds_it(
+    built_index, tmp_path, monkeypatch
+):
+    """The landmark index holds nothing the index does not: where it is too large to rebuild on
+    open, searches go on (with one warning saying how to rebuild it) and `ingest --verify` rebuilds it."""
+    from lmk_rag.index.qdrant import store
+
+    monkeypatch.setattr(store, "AUTO_REBUILD_DOCUMENTS", 0)
     folder = _damaged_copy(
         built_index,
         tmp_path,
@@ -695,6 +730,46 @@ def test_a_damaged_landmark_index_falls_back_to_pooled_candidates_and_verify_reb
     again = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json")
     assert again.returncode == 0 and "landmark index" not in again.stderr, again.stderr[-2000:]
     assert json.loads(again.stdout)[0]["id"].endswith("tides.md")
+
+
+def _random_bytes(path: Path) -> None:
+    size = path.stat().st_size
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes())
+
+
+def _replace_folder_by_a_file(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path)
+    path.write_text("not a shard")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "damage"),
+    [
+        ("lmk.landmarks/edge_config.json", lambda p: p.unlink()),  # config deleted
+        ("lmk.landmarks/edge_config.json", lambda p: p.write_text("{garbled")),
+        ("lmk.landmarks/segments/*/vector_storage-lm/vectors/chunk_0.mmap", lambda p: os.truncate(p, 100)),
+        ("lmk.landmarks/segments/*/vector_storage-lm/vectors/chunk_0.mmap", _random_bytes),  # random vectors
+        ("lmk.landmarks/segments/*/payload_storage/page_0.dat", lambda p: p.write_bytes(bytes(p.stat().st_size))),
+        ("lmk.landmarks", _replace_folder_by_a_file),
+    ],
+    ids=["config-deleted", "config-garbled", "vectors-truncated", "vectors-random", "payload-zeroed", "a-file"],
+)
+def test_a_damaged_landmark_index_is_noticed_on_open_and_rebuilt(built_index, tmp_path, pattern, damage):
+    """Every open compares the landmark index with the collection (counts, a sample's vectors and
+    owners): a damaged one is rebuilt with one warning, and the rankings are a clean index's."""
+    expected = json.loads(
+        cli("search", "tides and the moon", "--index", f"qdrant:{built_index}", "--json", "--mode", "prefetch").stdout
+    )
+    folder = _damaged_copy(built_index, tmp_path, pattern, damage)
+    found = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json", "--mode", "prefetch")
+    assert found.returncode == 0 and "Traceback" not in found.stderr, found.stderr[-2000:]
+    assert [h["id"] for h in json.loads(found.stdout)] == [h["id"] for h in expected]
+    assert "landmark index" in found.stderr or "not a landmark index" in found.stderr, found.stderr
+    again = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json", "--mode", "prefetch")
+    assert "landmark index" not in again.stderr, again.stderr  # rebuilt once, trusted after
+    assert [h["id"] for h in json.loads(again.stdout)] == [h["id"] for h in expected]
 
 
 def test_an_emptied_write_ahead_log_does_not_make_a_closed_index_unopenable(built_index, tmp_path):

@@ -195,13 +195,15 @@ class MultiVectorIndex(ABC):
                 yield
             except LMKError:
                 raise
-            except Exception as exc:
+            except BaseException as exc:  # an engine panic (pyo3) is a BaseException
+                if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+                    raise
                 translated = self._translate_error(exc)
                 if translated is exc:
                     raise
                 raise translated from exc
 
-    def _translate_error(self, exc: Exception) -> Exception:
+    def _translate_error(self, exc: BaseException) -> BaseException:
         """The error to raise for a backend failure (backends map connection errors here)."""
         return exc
 

@@ -69,7 +69,7 @@ def folder_write_lock(folder: Path | None) -> Iterator[bool]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def unavailable(exc: Exception, where: str, opening: bool = False) -> Exception:
+def unavailable(exc: BaseException, where: str, opening: bool = False) -> BaseException:
     """An :class:`IndexUnavailableError` for a server that does not answer (or, when ``opening``,
     a store that cannot be opened); anything else passes through unchanged."""
     if isinstance(exc, LMKError):
@@ -221,7 +221,7 @@ class ChromaIndex(MultiVectorIndex):
                     self.client.close()
             super().close()
 
-    def _translate_error(self, exc: Exception) -> Exception:
+    def _translate_error(self, exc: BaseException) -> BaseException:
         return unavailable(exc, self.where)
 
     def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:

@@ -31,7 +31,7 @@ from .layout import (
     point_id,
     unique_documents,
 )
-from .store import stored_landmarks
+from .store import ALL_DOCUMENTS, reconcile_landmarks, stored_landmarks
 
 _UPSERT_BATCH = 64
 #: Collection settings a Qdrant cluster needs, fixed when the collection is created.
@@ -205,14 +205,22 @@ class ClientStore:
         self._payload_indexes = type(getattr(client, "_client", None)).__name__ != "QdrantLocal"
         self.landmarks = f"{collection}__lmk_landmarks"
         self._dimension, self._cluster = dimension, cluster
-        if not client.collection_exists(self.landmarks):
+        self._journal = MetaJournal(client, meta)
+        if not client.collection_exists(self.landmarks) or ALL_DOCUMENTS in self._journal.pending():
             self._create_landmark_index(dimension, cluster)
+            self.landmarks_ok = True
+        else:
+            self.landmarks_ok = reconcile_landmarks(self, f"collection {collection!r}")
 
     def _create_landmark_index(self, dimension: int, cluster: dict[str, Any]) -> None:
         """The landmark index collection (one point per landmark, HNSW), filled from the stored
-        landmark vectors when the collection holds documents already."""
+        landmark vectors when the collection holds documents already; listed in the journal as a
+        whole rebuild until it is done, so an interrupted build is redone at the next open."""
         from qdrant_client import models
 
+        self._journal.mark([ALL_DOCUMENTS])
+        if self.client.collection_exists(self.landmarks):
+            self.client.delete_collection(self.landmarks)
         self.client.create_collection(
             self.landmarks,
             vectors_config={
@@ -230,7 +238,8 @@ class ClientStore:
                 self.landmarks, field_name=LANDMARK_DOC, field_schema=models.PayloadSchemaType.KEYWORD
             )
         for documents in stored_landmarks(self):
-            self._write_landmarks(documents)
+            self.write_landmarks(documents)
+        self._journal.clear()
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
@@ -263,21 +272,27 @@ class ClientStore:
             if p.sparse is not None:
                 vector[BM25] = models.SparseVector(indices=p.sparse[0], values=p.sparse[1])
             structs.append(models.PointStruct(id=p.id, vector=vector, payload=p.payload))
-        # The landmark index first: a crash between the two leaves landmarks naming a document not
-        # yet there (skipped by search), never a document that search cannot find.
-        self._forget_landmarks([p.id for p in points])
-        self._write_landmarks([(p.id, p.landmarks) for p in points])
+        # Journal, documents, then their landmarks: a crash anywhere leaves the documents listed,
+        # and the next open re-derives their landmarks from what the collection holds.
+        ids = [p.id for p in points]
+        self._journal.mark(ids)
         for start in range(0, len(structs), _UPSERT_BATCH):
             self.client.upsert(self.collection, points=structs[start : start + _UPSERT_BATCH], wait=True)
+        self.forget_landmarks(ids)
+        self.write_landmarks([(p.id, p.landmarks) for p in points])
+        self._journal.clear()
 
     def delete(self, ids: list[str]) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
-        self.client.delete(self.collection, points_selector=models.PointIdsList(points=list(ids)))
-        self._forget_landmarks(ids)
+        self._journal.mark(list(ids))
+        self.client.delete(self.collection, points_selector=models.PointIdsList(points=list(ids)), wait=True)
+        self.forget_landmarks(list(ids))
+        self._journal.clear()
 
-    def _write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+    def write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
         structs = [
@@ -288,9 +303,12 @@ class ClientStore:
         for start in range(0, len(structs), 8 * _UPSERT_BATCH):
             self.client.upsert(self.landmarks, points=structs[start : start + 8 * _UPSERT_BATCH], wait=True)
 
-    def _forget_landmarks(self, doc_points: list[str]) -> None:
+    def forget_landmarks(self, doc_points: list[str]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
+        if not doc_points:
+            return
         selector = models.FilterSelector(
             filter=models.Filter(
                 must=[models.FieldCondition(key=LANDMARK_DOC, match=models.MatchAny(any=list(doc_points)))]
@@ -300,13 +318,32 @@ class ClientStore:
 
     def rebuild_landmarks(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
-        self.client.delete_collection(self.landmarks)
         self._create_landmark_index(self._dimension, self._cluster)
+        self.landmarks_ok = True
+
+    def landmark_points(self, ids: list[str]) -> dict[str, tuple[str, list[float]]]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        points = self.client.retrieve(self.landmarks, ids=ids, with_payload=True, with_vectors=[LANDMARK_VECTOR])
+        out: dict[str, tuple[str, list[float]]] = {}
+        for p in points:
+            vector = p.vector.get(LANDMARK_VECTOR) if isinstance(p.vector, dict) else p.vector
+            out[str(p.id)] = (str((p.payload or {}).get(LANDMARK_DOC)), list(vector or []))
+        return out
+
+    def landmark_count(self) -> int:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        return int(self.client.count(self.landmarks, exact=True).count)
+
+    def journal(self) -> MetaJournal:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        return self._journal
 
     def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
+        if not self.landmarks_ok:
+            return None
         fetched, ef = landmark_search(limit)
         hits = self.client.query_points(
             self.landmarks,
@@ -418,6 +455,35 @@ class ClientStore:
     def close(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         self.client.close()
+
+
+class MetaJournal:
+    """The landmark journal of a server collection (see
+    :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`): a point of ``<collection>__lmk_meta``,
+    written (``wait=True``) before a write and emptied after it."""
+
+    def __init__(self, client: Any, meta_collection: str) -> None:
+        self.client, self.meta, self.id = client, meta_collection, point_id("landmarks-pending")
+
+    def pending(self) -> list[str]:
+        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
+        points = self.client.retrieve(self.meta, ids=[self.id], with_payload=True)
+        listed = (points[0].payload or {}).get("documents") if points else None
+        return [str(x) for x in listed] if isinstance(listed, list) else []
+
+    def mark(self, doc_points: list[str]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
+        self._write(sorted(set(self.pending()) | set(doc_points)))
+
+    def clear(self) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
+        self._write([])
+
+    def _write(self, documents: list[str]) -> None:
+        from qdrant_client import models
+
+        point = models.PointStruct(id=self.id, vector=[1.0], payload={"documents": documents})
+        self.client.upsert(self.meta, points=[point], wait=True)
 
 
 class _ClientFilters:

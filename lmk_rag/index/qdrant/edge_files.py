@@ -56,18 +56,27 @@ def opening_lock(folder: Path, collection: str) -> Iterator[None]:
 # What the engine says when a file holds less, or other, than it wrote there.
 _DAMAGE_SIGNS = (
     "out of bounds",
-    "IO error",
-    "Gridstore",
+    "io error",
+    "gridstore",
     "corrupt",
     "unexpected end of file",
     "failed to fill",
     "is not readable",
+    "lz4",
+    "decompress",
+    "failed to decode",
+    "failed to load segment",
+    "failed to read segment",
+    "failed to load id tracker",
+    "panicked",
 )
 
 
 def is_damage(exc: BaseException) -> bool:
     """Whether an engine error means a damaged file (truncated or overwritten storage)."""
-    text = str(exc)
+    if type(exc).__name__ == "PanicException":  # the engine's Rust code gave up on what it read
+        return True
+    text = str(exc).lower()
     return type(exc).__name__ == "Exception" and any(sign in text for sign in _DAMAGE_SIGNS)
 
 
@@ -110,7 +119,7 @@ def read_only_copy(folder: Path) -> Path:
     import shutil
     import tempfile
 
-    size = sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+    size = tree_bytes(folder)
     scratch = Path(tempfile.mkdtemp(prefix="lmk-rag-read-only-"))
     try:
         if shutil.disk_usage(scratch).free < size + 2 * OPEN_MARGIN_BYTES:
@@ -125,6 +134,14 @@ def read_only_copy(folder: Path) -> Path:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return scratch
+
+
+def tree_bytes(folder: Path, only: str = "") -> int:
+    """The bytes the files under ``folder`` (those whose path holds ``only``) take on disk (0 when
+    it does not exist)."""
+    if not folder.is_dir():
+        return 0
+    return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file() and only in str(p))
 
 
 def meta_path(folder: Path, collection: str) -> Path:
@@ -179,3 +196,38 @@ def _edge() -> Any:
 def landmark_shard_dir(folder: Path, collection: str) -> Path:
     """Where the collection's landmark index lives: a second shard beside the collection's."""
     return folder / f"{collection}.landmarks"
+
+
+class FileJournal:
+    """The landmark journal of an embedded collection (see
+    :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`): ``PATH/<collection>.landmarks.pending``,
+    written atomically and synced before a write, removed after it."""
+
+    def __init__(self, folder: Path, collection: str) -> None:
+        self.path = folder / f"{collection}.landmarks.pending"
+
+    def pending(self) -> list[str]:
+        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
+        try:
+            listed = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError):
+            return ["*"]  # a list a crash cut short: every document may be concerned
+        if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+            return ["*"]
+        return listed
+
+    def mark(self, doc_points: list[str]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
+        listed = sorted(set(self.pending()) | set(doc_points)) if self.path.exists() else list(doc_points)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(listed, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def clear(self) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
+        self.path.unlink(missing_ok=True)

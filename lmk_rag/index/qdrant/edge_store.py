@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdr
 from ..space import check_free_space
 from .edge_files import (
     SHARD_MARKER,
+    FileJournal,
     damaged,
     holds_edge_index,
     is_damage,
@@ -47,13 +49,14 @@ from .layout import (
     Found,
     Plan,
     PointData,
+    check_owner,
     found,
     landmark_point_ids,
     landmark_search,
     payload_key,
     unique_documents,
 )
-from .store import stored_landmarks
+from .store import ALL_DOCUMENTS, reconcile_landmarks, stored_landmarks
 
 LAYOUT_VERSION = 1
 logger = logging.getLogger("lmk_rag")
@@ -141,8 +144,10 @@ class EdgeStore:
                 self.shard = e.EdgeShard.create(str(shard_dir), edge_config(dimension, quantization))
         except OSError as exc:
             raise IndexUnavailableError(f"cannot open the index folder {str(folder)!r}: {exc}") from exc
-        except Exception as exc:
-            if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+        except BaseException as exc:  # an engine panic is a BaseException
+            if not isinstance(exc, Exception) and not is_damage(exc):
+                raise
+            if _is_lock_error(exc):
                 raise IndexUnavailableError(
                     f"the index folder {str(folder)!r} is open in another process or in another QdrantIndex "
                     "not yet closed (an embedded Qdrant shard admits one writer); close it, or serve the index "
@@ -157,46 +162,98 @@ class EdgeStore:
         self._open_landmarks()
 
     def _open_landmarks(self) -> None:
-        """Open the landmark index shard, or create it (filled from the stored landmark vectors, when
-        the collection holds documents already). It holds nothing the collection does not, so a
-        damaged one is rebuilt from the collection rather than refused."""
-        e = _edge()
+        """Open the landmark index shard (or build it from the stored landmark vectors), then bring
+        it in line with the collection (:func:`~.store.reconcile_landmarks`): it holds nothing the
+        collection does not, so a damaged or stale one is rebuilt from the collection, never trusted."""
         lm_dir = landmark_shard_dir(self.folder, self.collection)
+        self.landmark_shard: Any = None
+        self._journal = FileJournal(self.folder, self.collection)
         self._landmarks_ok = True
         try:
-            if (lm_dir / SHARD_MARKER).is_file():
+            if lm_dir.is_file() or lm_dir.is_symlink():
+                aside = lm_dir.with_name(f"{lm_dir.name}.moved-{int(time.time())}")
+                logger.warning("%s is not a landmark index; moved it to %s and building one", lm_dir, aside)
+                lm_dir.rename(aside)
+            if (lm_dir / SHARD_MARKER).is_file() and ALL_DOCUMENTS not in self._journal.pending():
                 try:
                     self.landmark_shard = load_shard(lm_dir)
-                    return
-                except Exception as exc:
-                    if not is_damage(exc):
+                except BaseException as exc:  # an engine panic is a BaseException
+                    if not (isinstance(exc, Exception) or is_damage(exc)) or _is_lock_error(exc):
                         raise
                     logger.warning("the landmark index %s is damaged (%s); rebuilding it from the index", lm_dir, exc)
-                    shutil.rmtree(lm_dir)
-            lm_dir.mkdir(parents=True, exist_ok=True)
-            self.landmark_shard = e.EdgeShard.create(str(lm_dir), landmark_config(self.dimension, self.quantization))
-            self.landmark_shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
-        except Exception as exc:
-            self.shard.close()
+            elif ALL_DOCUMENTS in self._journal.pending():
+                logger.warning("the landmark index %s was being built when it stopped; rebuilding it", lm_dir)
+            elif lm_dir.is_dir() and self.count():
+                logger.warning("the landmark index %s has lost its configuration; rebuilding it", lm_dir)
+            if self.landmark_shard is None:
+                self._build_landmarks()
+            else:
+                self._landmarks_ok = reconcile_landmarks(self, f"qdrant:{self.folder}")
+        except BaseException as exc:
+            self._release()
             if is_damage(exc):
                 raise damaged(self.folder, exc) from exc
             raise
+
+    def _build_landmarks(self) -> None:
+        """Make the landmark index anew from the collection, listed in the journal as a whole
+        rebuild until it is done, so an interrupted build is redone at the next open."""
+        e = _edge()
+        lm_dir = landmark_shard_dir(self.folder, self.collection)
+        if self.landmark_shard is not None:
+            self.landmark_shard.close()
+            self.landmark_shard = None
+        check_free_space(self.folder)  # a new shard maps its first pieces: room to write, not only to open
+        self._journal.mark([ALL_DOCUMENTS])
+        if lm_dir.exists():
+            shutil.rmtree(lm_dir)
+        lm_dir.mkdir(parents=True)
+        self.landmark_shard = e.EdgeShard.create(str(lm_dir), landmark_config(self.dimension, self.quantization))
+        self.landmark_shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
         filled = False
         for documents in stored_landmarks(self):
-            self._write_landmarks(documents)
+            floats = sum(len(v) for _, vectors in documents for v in vectors)
+            check_free_space(self.folder, extra=8 * 4 * floats)  # as a write of these landmarks would
+            self.write_landmarks(documents)
             filled = True
         if filled:
             self.landmark_shard.optimize()
+        self.landmark_shard.flush()
+        self._journal.clear()
+        self._landmarks_ok = True
 
-    def _write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
-        """One landmark-index point per landmark of each ``(document point id, landmark vectors)``."""
+    def write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         points = [
             e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: doc})
             for doc, vectors in documents
             for point, v in zip(landmark_point_ids(doc, len(vectors)), vectors)
         ]
-        self.landmark_shard.update(e.UpdateOperation.upsert_points(points))
+        if points:
+            self.landmark_shard.update(e.UpdateOperation.upsert_points(points))
+
+    def forget_landmarks(self, doc_points: list[str]) -> None:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        e = _edge()
+        if doc_points:
+            self.landmark_shard.update(e.UpdateOperation.delete_points_by_filter(self._of_documents(doc_points)))
+
+    def landmark_points(self, ids: list[str]) -> dict[str, tuple[str, list[float]]]:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        records = self.landmark_shard.retrieve(ids, with_payload=True, with_vector=[LANDMARK_VECTOR])
+        return {
+            str(r.id): (str((r.payload or {}).get(LANDMARK_DOC)), list((r.vector or {}).get(LANDMARK_VECTOR) or []))
+            for r in records
+        }
+
+    def landmark_count(self) -> int:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        return int(self.landmark_shard.count(_edge().CountRequest(exact=True)))
+
+    def journal(self) -> FileJournal:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
+        return self._journal
 
     # ---------------------------------------------------------------- settings
     def fingerprint(self) -> Fingerprint | None:
@@ -230,21 +287,24 @@ class EdgeStore:
             batch.append(e.Point(p.id, vector, p.payload))
         # Room for the points (vectors, text and spans, landmarks twice) before any of it reaches a mapped page.
         check_free_space(self.folder, extra=8 * sum(_point_bytes(p) for p in points))
-        # The landmark index first: a crash between the two leaves landmarks naming a document not
-        # yet there (skipped by search), never a document that search cannot find.
-        self.landmark_shard.update(
-            e.UpdateOperation.delete_points_by_filter(self._of_documents([p.id for p in points]))
-        )
-        self._write_landmarks([(p.id, p.landmarks) for p in points])
+        # Journal, documents, then their landmarks: a crash anywhere leaves the documents listed,
+        # and the next open re-derives their landmarks from what the collection holds.
+        ids = [p.id for p in points]
+        self._journal.mark(ids)
         self.shard.update(e.UpdateOperation.upsert_points(batch))
         self._wrote = True
+        self.forget_landmarks(ids)
+        self.write_landmarks([(p.id, p.landmarks) for p in points])
+        self._journal.clear()
 
     def delete(self, ids: list[str]) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
+        self._journal.mark(list(ids))
         self.shard.update(e.UpdateOperation.delete_points(ids))
-        self.landmark_shard.update(e.UpdateOperation.delete_points_by_filter(self._of_documents(ids)))
         self._wrote = True
+        self.forget_landmarks(list(ids))
+        self._journal.clear()
 
     def _of_documents(self, doc_points: list[str]) -> Any:
         e = _edge()
@@ -282,9 +342,7 @@ class EdgeStore:
 
     def rebuild_landmarks(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
-        self.landmark_shard.close()
-        shutil.rmtree(landmark_shard_dir(self.folder, self.collection))
-        self._open_landmarks()
+        self._build_landmarks()
 
     def ensure_field_index(self, key: str, kind: ValueKind) -> None:
         """A payload index on a metadata key the first time a filter uses it: float for numbers
@@ -310,6 +368,7 @@ class EdgeStore:
         )
         out = []
         for r in records:
+            check_owner(r.id, r.payload)
             vec = r.vector or {}
             out.append((r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
         return out
@@ -399,6 +458,16 @@ class EdgeStore:
         self.shard.optimize()
         self.landmark_shard.optimize()
 
+    def _release(self) -> None:
+        """Close the shards without flushing (an open that failed part-way)."""
+        for shard in (getattr(self, "shard", None), getattr(self, "landmark_shard", None)):
+            if shard is not None:
+                try:
+                    shard.close()
+                except Exception:  # releasing what a failed open held
+                    logger.debug("closing a shard after a failed open", exc_info=True)
+        self.shard = self.landmark_shard = None
+
     def close(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         shards = [s for s in (getattr(self, "shard", None), getattr(self, "landmark_shard", None)) if s is not None]
@@ -411,6 +480,11 @@ class EdgeStore:
             for shard in shards:
                 shard.close()
             self.shard = self.landmark_shard = None
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    """Whether the engine refused a shard because another process (or index object) holds it."""
+    return "WouldBlock" in str(exc) or "lock" in str(exc).lower()
 
 
 def _point_bytes(point: PointData) -> int:

@@ -15,6 +15,7 @@ over every document) and ``pooled`` (one vector per document).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -46,6 +47,8 @@ from .layout import (
 from .store import QdrantStore
 
 DEFAULT_PATH = "./lmk_index"
+# No '.' or '/': the files beside a collection (``<collection>.landmarks``, ``.lmk.json``) cannot be another's.
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _COUNT_TTL_S = 30.0
 _UPSERT_BATCH = 256
 
@@ -100,8 +103,11 @@ class QdrantIndex(MultiVectorIndex):
             )
         check_fusion(hybrid_fusion, hybrid_weight)
         quantization = check_quantization(quantization)
-        if not isinstance(collection, str) or not collection or "/" in collection or collection.startswith("."):
-            raise InvalidInputError(f"collection must be a non-empty name without '/', got {collection!r}")
+        if not isinstance(collection, str) or not _COLLECTION_NAME.fullmatch(collection) or "__lmk_" in collection:
+            raise InvalidInputError(
+                f"collection must be a name of letters, digits, '_' and '-' (without '__lmk_', which names "
+                f"lmk-rag's own collections beside it), got {collection!r}"
+            )
         cluster = check_cluster_options(
             {
                 "shard_number": shard_number,
@@ -208,7 +214,7 @@ class QdrantIndex(MultiVectorIndex):
             return None
         return "qdrant", {"url": self._url, "api_key": self._api_key, "collection": self.collection}
 
-    def _translate_error(self, exc: Exception) -> Exception:
+    def _translate_error(self, exc: BaseException) -> BaseException:
         refused = auth_error(exc, self.where)
         if refused is not None:
             return refused

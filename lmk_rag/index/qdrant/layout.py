@@ -199,8 +199,17 @@ class Found:
     landmarks: np.ndarray  # (0, d) when the plan asked for none
 
 
+def check_owner(point: Any, payload: Any) -> None:
+    """Refuse a point whose payload names another document than its id says (a damaged id tracker
+    pairs ids with other points' data: a wrong answer, unless refused here)."""
+    doc_id = payload.get("doc_id") if isinstance(payload, dict) else None
+    if doc_id is not None and point_id(str(doc_id)) != str(point):
+        raise Exception(f"corrupt index: point {point} holds the payload of document {doc_id!r}")
+
+
 def found(point_id: Any, payload: Any, score: float, vector: Any) -> Found:
     """A :class:`Found` from a store's raw point (vectors as returned, or none)."""
+    check_owner(point_id, payload)
     lms = (vector or {}).get(LANDMARKS) if isinstance(vector, dict) else None
     return Found(
         str(point_id), payload or {}, float(score), np.asarray(lms if lms is not None else [], dtype=np.float32)

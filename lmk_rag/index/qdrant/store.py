@@ -5,12 +5,27 @@ answer the same calls, so the index never asks which one it has."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+import numpy as np
+
 from ...types import Fingerprint
 from ..filters import ParsedFilter, ValueKind
-from .layout import Found, Plan, PointData, point_id
+from .layout import Found, Plan, PointData, landmark_point_ids, point_id
+
+logger = logging.getLogger("lmk_rag")
+
+#: The landmark journal's word for "the whole landmark index is being (re)built".
+ALL_DOCUMENTS = "*"
+#: Documents whose landmark points an open compares with the collection's (a cheap digest of the
+#: landmark index: a garbled, zeroed or foreign landmark index disagrees on them).
+SAMPLED_DOCUMENTS = 16
+#: A landmark index that disagrees with its collection is rebuilt on open up to this many documents
+#: (seconds); above, searches use pooled candidates and the user is told to run ``--verify``.
+AUTO_REBUILD_DOCUMENTS = 5000
 
 #: A stored point as the stores return it: its payload, its pooled vector and its landmark vectors
 #: (the vectors are None when not asked for).
@@ -68,6 +83,27 @@ class QdrantStore(Protocol):
         """Rebuild the landmark index from the collection's stored landmark vectors."""
         ...
 
+    def write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+        """One landmark-index point per landmark of each ``(document point id, landmark vectors)``."""
+        ...
+
+    def forget_landmarks(self, doc_points: list[str]) -> None:
+        """Remove every landmark-index point of these documents."""
+        ...
+
+    def landmark_points(self, ids: list[str]) -> dict[str, tuple[str, list[float]]]:
+        """The landmark-index points with these ids that exist: ``{id: (document point id, vector)}``."""
+        ...
+
+    def landmark_count(self) -> int:
+        """Points in the landmark index."""
+        ...
+
+    def journal(self) -> LandmarkJournal:
+        """Where the documents whose landmark points may disagree with the collection are written
+        down before a write, and crossed out after it (see :func:`reconcile_landmarks`)."""
+        ...
+
     def search(self, plans: list[Plan]) -> list[list[Found]]:
         """Each plan's results, best first, in one round trip."""
         ...
@@ -92,3 +128,107 @@ def stored_landmarks(store: QdrantStore, batch: int = 256) -> Iterator[list[tupl
             yield documents
         if offset is None:
             return
+
+
+class LandmarkJournal(Protocol):
+    """The documents a write is changing, kept where a crash leaves them: a write lists its
+    documents (or :data:`ALL_DOCUMENTS` for a rebuild) before it touches either the collection or
+    the landmark index, and clears the list once both agree again. What an open finds listed is
+    re-derived from the collection, so a crash at any point leaves a repairable state."""
+
+    def pending(self) -> list[str]:
+        """The listed documents' point ids (``[ALL_DOCUMENTS]`` for a rebuild); empty when none."""
+        ...
+
+    def mark(self, doc_points: list[str]) -> None:
+        """List these documents (durably) before a write."""
+        ...
+
+    def clear(self) -> None:
+        """Cross everything out once the collection and the landmark index agree."""
+        ...
+
+
+def repair_landmarks(store: QdrantStore, doc_points: list[str], batch: int = 256) -> None:
+    """Re-derive these documents' landmark points from the collection: forgotten, then written
+    again from the stored landmark vectors of those that exist (a deleted one keeps none)."""
+    for start in range(0, len(doc_points), batch):
+        part = doc_points[start : start + batch]
+        store.forget_landmarks(part)
+        records = store.retrieve(part, True)
+        store.write_landmarks([(point_id(p["doc_id"]), vectors or []) for p, _, vectors in records])
+
+
+def landmark_disagreement(store: QdrantStore) -> str | None:
+    """Why the landmark index cannot be trusted, or None: fewer landmark points than documents, or
+    a sample of documents (the first and a random page) whose landmark points are missing, name
+    another document or hold other vectors than the collection's. A collection that cannot be read
+    is not judged here (its searches say it is damaged; ``--verify`` repairs it)."""
+    try:
+        documents = store.count()
+        sample, _ = store.scroll(None, SAMPLED_DOCUMENTS // 2, True)
+        if documents > SAMPLED_DOCUMENTS:
+            more, _ = store.scroll(str(uuid.uuid4()), SAMPLED_DOCUMENTS // 2, True)
+            sample += more
+    except Exception:  # the collection's own damage is reported where it is read
+        logger.debug("the collection could not be sampled", exc_info=True)
+        return None
+    if documents == 0:
+        return None
+    try:
+        held = store.landmark_count()
+        if held < documents:
+            return f"it holds {held} landmarks for {documents} documents"
+        for payload, _, vectors in sample:
+            doc = point_id(payload["doc_id"])
+            expected = np.asarray(vectors or [], dtype=np.float32)
+            ids = landmark_point_ids(doc, len(expected))
+            points = store.landmark_points(ids)
+            for j, lm_id in enumerate(ids):
+                if lm_id not in points:
+                    return f"landmark {j} of document {payload['doc_id']!r} is missing"
+                owner, vector = points[lm_id]
+                if owner != doc:
+                    return f"landmark {j} of document {payload['doc_id']!r} names another document"
+                if not np.allclose(np.asarray(vector, dtype=np.float32), expected[j], atol=1e-3):
+                    return f"landmark {j} of document {payload['doc_id']!r} holds another vector than the index"
+    except Exception as exc:  # noqa: BLE001 - an unreadable landmark index disagrees
+        return f"it cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    return None
+
+
+def reconcile_landmarks(store: QdrantStore, where: str) -> bool:
+    """Bring the landmark index back in line with its collection when an index is opened: what the
+    journal lists is re-derived (a whole interrupted rebuild is redone), then a cheap digest
+    (:func:`landmark_disagreement`) is compared; a disagreeing landmark index is rebuilt when small
+    (:data:`AUTO_REBUILD_DOCUMENTS`). Returns False when the landmark index is left untrusted
+    (searches then use pooled candidates until ``--verify`` rebuilds it)."""
+    journal = store.journal()
+    pending = journal.pending()
+    if ALL_DOCUMENTS in pending:
+        logger.warning("the landmark index of %s was being built when it stopped; rebuilding it", where)
+        store.rebuild_landmarks()
+        return True
+    if pending:
+        logger.warning(
+            "a write to %s stopped before it finished; re-deriving the landmark index of its %d documents",
+            where,
+            len(pending),
+        )
+        repair_landmarks(store, pending)
+        journal.clear()
+    problem = landmark_disagreement(store)
+    if problem is None:
+        return True
+    if store.count() <= AUTO_REBUILD_DOCUMENTS:
+        logger.warning("the landmark index of %s disagrees with it (%s); rebuilding it", where, problem)
+        store.rebuild_landmarks()
+        return True
+    logger.warning(
+        "the landmark index of %s disagrees with it (%s); searching with pooled candidates instead. "
+        "Rebuild it with: lmk-rag ingest YOUR_FOLDERS --index %s --verify",
+        where,
+        problem,
+        where,
+    )
+    return False
