@@ -7,6 +7,7 @@ folder, and ``overwrite`` never deletes the old folder before the new one exists
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -33,25 +34,38 @@ def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path
             raise InvalidInputError(f"{str(folder)!r} holds {what or 'a source'} ({source}); write somewhere else")
 
 
-# Files that mark a folder as a model folder (lmk-rag's, Hugging Face's, sentence-transformers'):
-# the only non-empty folders ``overwrite`` replaces.
-MODEL_MARKERS = ("lmk_config.json", "config.json", "modules.json", "config_sentence_transformers.json")
+#: The file :func:`write_folder` leaves in every folder it writes: the list of files it wrote. It
+#: is what makes a folder replaceable by ``overwrite``; nothing else is.
+MANIFEST = ".lmk-rag-written.json"
+
+
+def _files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink()}
 
 
 def _check_replaceable(folder: Path, target: Path) -> None:
-    """``overwrite`` replaces a model folder written before, nothing else: never the working
-    directory or a folder above it, and never a folder without a model's files (an index, a
-    project, a home directory)."""
+    """``overwrite`` replaces a folder lmk-rag wrote before (it holds :data:`MANIFEST`) and no file
+    added since, nothing else: never the working directory or a folder above it, never a model
+    folder from elsewhere, a project or an index."""
     cwd = Path.cwd().resolve()
     if target == cwd or target in cwd.parents:
         raise InvalidInputError(
             f"{str(folder)!r} is the working directory or a folder above it; --overwrite replaces a model "
             "folder written before, so give the model folder itself (e.g. out/my-model)"
         )
-    if not any((folder / name).is_file() for name in MODEL_MARKERS):
+    try:
+        written = set(json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"])
+    except (OSError, ValueError, KeyError, TypeError):
         raise InvalidInputError(
-            f"{str(folder)!r} is not a model folder (it has none of {', '.join(MODEL_MARKERS)}), so "
-            "--overwrite will not replace it: give a new or empty folder, or remove this one yourself"
+            f"{str(folder)!r} is not a model folder lmk-rag wrote (it has no {MANIFEST}), so --overwrite will "
+            "not replace it: give a new or empty folder, or remove this one yourself"
+        ) from None
+    added = sorted(_files(folder) - written - {MANIFEST})
+    if added:
+        raise InvalidInputError(
+            f"{str(folder)!r} holds files lmk-rag did not write ({', '.join(added[:3])}"
+            f"{', ...' if len(added) > 3 else ''}), so --overwrite will not replace it: move them, or give "
+            "a new or empty folder"
         )
 
 
@@ -99,6 +113,7 @@ def write_folder(
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write(staging)
+        (staging / MANIFEST).write_text(json.dumps({"files": sorted(_files(staging))}), encoding="utf-8")
         open_permissions(staging)
         if exists:
             old = staging.with_name(staging.name + ".old")

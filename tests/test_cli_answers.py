@@ -137,3 +137,25 @@ def test_copy_onto_itself_is_refused_before_anything_opens(tmp_path):
     out = run_cli("copy", f"qdrant:{folder}", f"qdrant:{tmp_path}/./idx")
     assert out.returncode == 2 and "SOURCE and DEST are the same index" in out.stderr
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("password", ["s3cr@t", "p:ss", "p%40ss", "a@b:c%2Fd/e"])
+def test_no_message_prints_a_password_whatever_it_holds(password, tmp_path):
+    """The copy summary and its "no index" error, every malformed-URI message and -v's traceback
+    name the URI without its credentials, for passwords holding '@', ':', '%' and '/'."""
+    from lmk_rag.index.uri import redact_uri
+
+    secret_parts = [part for part in password.replace("@", " ").replace(":", " ").split() if len(part) > 1]
+    uris = [
+        f"chroma+http://admin:{password}@db.example:notaport",  # bad port
+        f"chroma+http://admin:{password}@/x",  # no host
+        f"qdrant+http://admin:{password}@db.example:6333?shards=2",  # unknown setting
+        f"chroma+http://admin:{password}@127.0.0.1:1",  # no index there
+    ]
+    for uri in uris:
+        assert redact_uri(uri).startswith(uri.split("://")[0] + "://") and password not in redact_uri(uri)
+        for args in (("copy", uri, f"qdrant:{tmp_path / 'dest'}"), ("search", "x", "--index", uri, "-v")):
+            out = run_cli(*args)
+            printed = out.stdout + out.stderr
+            assert out.returncode != 0 and password not in printed, printed
+            assert not any(f":{part}" in printed or f"{part}@" in printed for part in secret_parts), printed

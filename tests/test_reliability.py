@@ -846,3 +846,27 @@ def test_a_long_lived_embedded_chroma_sees_what_another_process_wrote(tmp_path, 
     assert idx.get(["tides"])[0].text.startswith("Spring tides, rewritten")
     assert sorted(d.id for batch in idx.scan() for d, _ in batch) == ["bread", "kettle", "tides"]
     idx.close()
+
+
+# ---------------------------------------------------------------- nothing deleted that lmk-rag did not write (#51 item 7)
+@pytest.mark.parametrize("marker", ["config.json", "modules.json"])
+def test_export_overwrite_never_deletes_a_folder_lmk_rag_did_not_write(tmp_path, marker):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('mine')")
+    (project / "thesis.tex").write_text("\\documentclass{article}")
+    (project / marker).write_text("{}")
+    before = sorted(p.relative_to(project).as_posix() for p in project.rglob("*"))
+    out = cli("export", "default", str(project), "--format", "lmk", "--overwrite")
+    one_error_line(out, "is not a model folder lmk-rag wrote")
+    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*")) == before
+
+
+def test_export_overwrite_replaces_its_own_folder_but_not_files_added_to_it(tmp_path):
+    folder = tmp_path / "model"
+    assert cli("export", "default", str(folder), "--format", "lmk").returncode == 0
+    assert cli("export", "default", str(folder), "--format", "lmk", "--overwrite").returncode == 0
+    (folder / "notes.md").write_text("my notes")
+    out = cli("export", "default", str(folder), "--format", "lmk", "--overwrite")
+    one_error_line(out, "holds files lmk-rag did not write (notes.md)")
+    assert (folder / "notes.md").read_text() == "my notes"

@@ -55,7 +55,7 @@ def run_copy(args: argparse.Namespace) -> int:
         )
     stored = read_fingerprint(source_uri)
     if stored is None:
-        raise IndexNotFoundError(f"no lmk-rag index at {args.source}")
+        raise IndexNotFoundError(f"no lmk-rag index at {redact_uri(args.source)}")
     from ..encoder import LMKEncoder
 
     # The source's own encoder settings: the destination records them; nothing is re-encoded.
@@ -69,7 +69,9 @@ def run_copy(args: argparse.Namespace) -> int:
             dest.close()
     finally:
         source.close()
-    print(f"copied {copied} documents from {args.source} to {args.dest} ({total} documents there)")
+    print(
+        f"copied {copied} documents from {redact_uri(args.source)} to {redact_uri(args.dest)} ({total} documents there)"
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LMKError
+from ..index.uri import redact_uri
 from . import evaluate, indexes, ingest, models, search
 from .options import Handler, package_version
 
@@ -45,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Log lines with every URI's credentials removed (:func:`~lmk_rag.index.uri.redact_uri`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_uri(super().format(record))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``lmk-rag ARGV``; the exit status: 0 done, 1 a file failed, 2 something to change, 130 interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -52,10 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # -v: lmk-rag's own steps at INFO; other libraries stay at WARNING.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # no credential reaches a log line either
+        handler.setFormatter(_RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     if args.verbose:
         logger.setLevel(logging.INFO)
     try:
-        args.argv = argv  # eval records the command line in its report
+        args.argv = [redact_uri(a) for a in argv]  # eval records the command line in its report
         status: int = args.run(args)
         return status
     except KeyboardInterrupt:
@@ -64,6 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LMKError as exc:
         # Something the user can change: one line, unless -v asks for the whole story.
         if args.verbose:
-            traceback.print_exc()
-        print(f"lmk-rag {args.command}: error: {exc}", file=sys.stderr)
+            print(redact_uri(traceback.format_exc()), file=sys.stderr, end="")
+        print(redact_uri(f"lmk-rag {args.command}: error: {exc}"), file=sys.stderr)
         return 2

@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import re
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..errors import IndexNotFoundError, LMKError
+from ..index.uri import redact_uri
 from ..settings import EncoderSettings, setting_fields
 
 logger = logging.getLogger("lmk_rag")
@@ -26,11 +26,6 @@ class Command(Protocol):
     ``lmk-rag NAME -h``) and ``add_parser``'s other arguments (help, description)."""
 
     def __call__(self, name: str, run: Handler, example: str, **kwargs: Any) -> argparse.ArgumentParser: ...
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` with any ``user:password@`` removed, for printing."""
-    return re.sub(r"(://)[^/@]*@", r"\1", uri)
 
 
 def ints(text: str) -> list[int]:

@@ -8,6 +8,7 @@ its API key is read from the environment variable ``QDRANT_API_KEY``."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,16 @@ class IndexURI:
     options: dict[str, Any] = field(default_factory=dict)
     #: HTTP headers for a server (basic auth from ``user:password@`` in a Chroma URI).
     headers: dict[str, str] | None = field(default=None, repr=False)
+
+
+def redact_uri(text: str) -> str:
+    """``text`` (a URI, or a message holding URIs) with every URI's ``user:password@`` removed, for
+    printing. A password may hold ``@``, ``:``, ``%`` or ``/``: everything from ``://`` to the last
+    ``@`` before the next blank goes, so a credential is never shown, even in part."""
+    return _CREDENTIALS.sub(r"\1", text)
+
+
+_CREDENTIALS = re.compile(r"(://)\S*@")
 
 
 def basic_auth(username: str | None, password: str | None) -> dict[str, str] | None:
@@ -69,21 +80,22 @@ def parse_index_uri(uri: str) -> IndexURI:
     """An index URI (see the module) as an :class:`IndexURI`, or an error that shows the forms."""
     if not isinstance(uri, str) or not uri.strip():
         raise InvalidInputError(f"index URI must be {URI_HELP}, got {uri!r}")
+    shown = redact_uri(uri)  # every message below names the URI without its credentials
     for scheme in ("qdrant+http://", "qdrant+https://", "chroma+http://", "chroma+https://"):
         if uri.startswith(scheme):
             backend = scheme.split("+")[0]
             parsed = urlparse(uri.split("+", 1)[1])
             if not parsed.hostname:
-                raise InvalidInputError(f"index URI {uri!r} has no host; use {URI_HELP}")
+                raise InvalidInputError(f"index URI {shown!r} has no host; use {URI_HELP}")
             try:
                 port = parsed.port
             except ValueError as exc:
-                raise InvalidInputError(f"index URI {uri!r} has a bad port; use {URI_HELP}") from exc
-            options = _cluster_options(uri, parsed.query)
+                raise InvalidInputError(f"index URI {shown!r} has a bad port; use {URI_HELP}") from exc
+            options = _cluster_options(shown, parsed.query)
             if backend == "qdrant":
                 return IndexURI("qdrant", url=f"{parsed.scheme}://{parsed.hostname}:{port or 6333}", options=options)
             if options:
-                raise InvalidInputError(f"index URI {uri!r}: {', '.join(options)} are Qdrant collection settings")
+                raise InvalidInputError(f"index URI {shown!r}: {', '.join(options)} are Qdrant collection settings")
             headers = basic_auth(parsed.username, parsed.password)  # sent to the server, never printed
             return IndexURI(
                 "chroma", host=parsed.hostname, port=port or 8000, ssl=parsed.scheme == "https", headers=headers
@@ -91,10 +103,10 @@ def parse_index_uri(uri: str) -> IndexURI:
     if uri.startswith(("qdrant:", "chroma:")):
         backend, path = uri.split(":", 1)
         if not path:
-            raise InvalidInputError(f"index URI {uri!r} has no path; use {URI_HELP}")
+            raise InvalidInputError(f"index URI {shown!r} has no path; use {URI_HELP}")
         return IndexURI(backend, path=os.path.expanduser(path))
     if "://" in uri or (":" in uri.split("/")[0] and len(uri.split(":")[0]) > 1):
-        raise InvalidInputError(f"unknown index URI {uri!r}; use {URI_HELP}")
+        raise InvalidInputError(f"unknown index URI {shown!r}; use {URI_HELP}")
     return IndexURI("qdrant", path=uri)
 
 

@@ -29,6 +29,7 @@ from ...types import Fingerprint, MultiVector
 from ..base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
 from ..filters import ParsedFilter
 from ..fusion import check_fusion, fuse
+from ..uri import redact_uri
 from .client_store import ClientStore, auth_error, check_cluster_options, is_connection_error
 from .edge_files import damaged, is_damage
 from .layout import (
@@ -133,7 +134,7 @@ class QdrantIndex(MultiVectorIndex):
         if path is not None:
             path = Path(path).expanduser()  # "~/index" is the home folder's, never a folder named "~"
         self.folder = Path(path or DEFAULT_PATH) if embedded else None
-        self.where = url or location or str(path or DEFAULT_PATH)
+        self.where = redact_uri(url) if url else location or str(path or DEFAULT_PATH)
         if embedded:
             self._open_embedded(Path(path or DEFAULT_PATH), collection, quantization)
         else:
@@ -182,14 +183,14 @@ class QdrantIndex(MultiVectorIndex):
         try:
             self.store = ClientStore(client, collection, self.encoder.dimension, quantization, cluster)
         except Exception as exc:
-            refused = auth_error(exc, url) if url is not None else None
+            refused = auth_error(exc, self.where) if url is not None else None
             if refused is not None:
                 client.close()
                 raise refused from exc
             if url is not None and is_connection_error(exc):
                 client.close()
                 raise IndexUnavailableError(
-                    f"cannot reach the Qdrant server at {url} ({type(exc).__name__}: {exc}); start it, "
+                    f"cannot reach the Qdrant server at {self.where} ({type(exc).__name__}: {exc}); start it, "
                     "or check the URL and API key"
                 ) from exc
             raise
