@@ -26,12 +26,12 @@ def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path
             f"{str(folder)!r} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it"
         )
     target = folder.resolve()
-    if exists and overwrite and folder.is_dir() and any(folder.iterdir()):
-        _check_replaceable(folder, target)
     for source in protected:
         source = source.resolve()
         if target == source or target in source.parents:
             raise InvalidInputError(f"{str(folder)!r} holds {what or 'a source'} ({source}); write somewhere else")
+    if exists and overwrite and folder.is_dir() and any(folder.iterdir()):
+        _check_replaceable(folder, target)
 
 
 #: The file :func:`write_folder` leaves in every folder it writes: the list of files it wrote. It

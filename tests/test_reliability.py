@@ -848,7 +848,7 @@ def test_a_long_lived_embedded_chroma_sees_what_another_process_wrote(tmp_path, 
     idx.close()
 
 
-# ---------------------------------------------------------------- nothing deleted that lmk-rag did not write (#51 item 7)
+# ---------------------------------------- nothing deleted that lmk-rag did not write (#51 item 7)
 @pytest.mark.parametrize("marker", ["config.json", "modules.json"])
 def test_export_overwrite_never_deletes_a_folder_lmk_rag_did_not_write(tmp_path, marker):
     project = tmp_path / "project"

@@ -2,7 +2,7 @@
 (:mod:`.ingest`, :mod:`.search`, :mod:`.indexes`, :mod:`.models`, :mod:`.evaluate`), sharing
 :mod:`.options`."""
 
+from ..index.redact import redact_uri
 from .main import build_parser, main
-from .options import redact_uri
 
 __all__ = ["build_parser", "main", "redact_uri"]

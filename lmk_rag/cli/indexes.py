@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IndexNotFoundError, InvalidInputError
-from .options import Command, add_index_options, add_quantization_option, open_index_of, redact_uri
+from ..index.redact import redact_uri
+from .options import Command, add_index_options, add_quantization_option, open_index_of
 
 EXAMPLE_COPY = """examples:
   lmk-rag copy qdrant:./lmk_index qdrant+http://localhost:6333"""

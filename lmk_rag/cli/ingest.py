@@ -7,7 +7,8 @@ import dataclasses
 from pathlib import Path
 
 from ..errors import InvalidInputError, PathNotFoundError
-from .options import Command, add_index_options, add_quantization_option, open_index_of, redact_uri
+from ..index.redact import redact_uri
+from .options import Command, add_index_options, add_quantization_option, open_index_of
 
 EXAMPLE_INGEST = """examples:
   lmk-rag ingest docs/ --index qdrant:./lmk_index          # embedded Qdrant, packaged model

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LMKError
-from ..index.uri import redact_uri
+from ..index.redact import redact_uri
 from . import evaluate, indexes, ingest, models, search
 from .options import Handler, package_version
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..errors import IndexNotFoundError, LMKError
-from ..index.uri import redact_uri
+from ..index.redact import redact_uri
 from ..settings import EncoderSettings, setting_fields
 
 logger = logging.getLogger("lmk_rag")

@@ -8,7 +8,6 @@ its API key is read from the environment variable ``QDRANT_API_KEY``."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from urllib.parse import parse_qsl, urlparse
 
 from ..errors import IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
+from .redact import redact_uri
 
 URI_HELP = "qdrant:PATH, qdrant+http(s)://host:port, chroma:PATH or chroma+http(s)://host:port"
 
@@ -34,16 +34,6 @@ class IndexURI:
     options: dict[str, Any] = field(default_factory=dict)
     #: HTTP headers for a server (basic auth from ``user:password@`` in a Chroma URI).
     headers: dict[str, str] | None = field(default=None, repr=False)
-
-
-def redact_uri(text: str) -> str:
-    """``text`` (a URI, or a message holding URIs) with every URI's ``user:password@`` removed, for
-    printing. A password may hold ``@``, ``:``, ``%`` or ``/``: everything from ``://`` to the last
-    ``@`` before the next blank goes, so a credential is never shown, even in part."""
-    return _CREDENTIALS.sub(r"\1", text)
-
-
-_CREDENTIALS = re.compile(r"(://)\S*@")
 
 
 def basic_auth(username: str | None, password: str | None) -> dict[str, str] | None:

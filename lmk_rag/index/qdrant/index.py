@@ -29,7 +29,7 @@ from ...types import Fingerprint, MultiVector
 from ..base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
 from ..filters import ParsedFilter
 from ..fusion import check_fusion, fuse
-from ..uri import redact_uri
+from ..redact import redact_uri
 from .client_store import ClientStore, auth_error, check_cluster_options, is_connection_error
 from .edge_files import damaged, is_damage
 from .layout import (
