@@ -87,7 +87,9 @@ def merge_lmk_folders(
         raise InvalidInputError(f"weights: one per model is needed ({len(models)} models), got {len(weights)}")
     ws = _check_weights(weights, bw)
     out = Path(output).expanduser()
-    check_destination(out, overwrite=overwrite)  # before reading any weights
+    # Before reading any weights: never over one of the models being merged.
+    sources = [Path(m).expanduser() for m in models if isinstance(m, (str, os.PathLike))]
+    check_destination(out, overwrite=overwrite, protected=sources, what="a model being merged")
     adapters = [_read(m) for m in models]
     _check_compatible(adapters)
 
