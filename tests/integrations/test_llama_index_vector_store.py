@@ -178,3 +178,58 @@ def test_bad_input_is_refused_with_what_to_do(make_store):
             storage_context=StorageContext.from_defaults(vector_store=raw),
             embed_model=store.embed_model,
         )
+
+
+# ---------------------------------------------------------------- documents never mixed or lost (#51 item 5)
+def _chunks(doc: Document, size: int = 60) -> list:
+    from llama_index.core.schema import RelatedNodeInfo, TextNode
+
+    out = []
+    for start in range(0, len(doc.text), size):
+        piece = doc.text[start : start + size]
+        node = TextNode(text=piece, start_char_idx=start, end_char_idx=start + len(piece))
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc.doc_id, hash=doc.hash)
+        out.append(node)
+    return out
+
+
+def test_a_chunk_of_another_document_under_the_same_ref_doc_id_is_refused_not_stored_inside_it(make_store):
+    store = make_store()
+    alpha = Document(text="Alpha document. " * 10, id_="A")
+    payroll = Document(text="Bravo has secret text about payroll. " * 5, id_="B")
+    stolen = _chunks(payroll)[1]
+    stolen.relationships[NodeRelationship.SOURCE].node_id = "A"  # B's chunk naming A as its source
+    with pytest.raises(ValueError, match="two different documents"):
+        store.add([*_chunks(alpha), stolen])
+    assert store.index.ids() == []  # nothing of either was stored
+    store.add(_chunks(alpha))
+    assert "payroll" not in store.index.get(["A"])[0].text
+
+
+def test_one_documents_chunks_in_two_adds_with_another_between_are_stored_whole(make_store):
+    store = make_store()
+    first = Document(text="The first document talks about tides and the Moon. " * 8, id_="first")
+    other = Document(text="Another document, about bread and sourdough starters. " * 4, id_="other")
+    chunks = _chunks(first)
+    store.add(chunks[:3])
+    store.add(_chunks(other))
+    store.add(chunks[3:])
+    stored = {d.id: d.text for d in store.index.get(["first", "other"])}
+    assert stored == {"first": first.text, "other": other.text}  # no chunk lost, no leading spaces
+
+
+def test_pages_of_one_pdf_never_replace_one_another_added_together_or_one_by_one(make_store):
+    store = make_store()
+    pages = [
+        Document(
+            text=f"Page {i} of the manual explains step {i}.",
+            metadata={"file_path": "/d/manual.pdf", "page_label": str(i)},
+        )
+        for i in range(1, 5)
+    ]
+    for page in pages:  # as VectorStoreIndex.insert does: one document at a time
+        _build(store, [page])
+    one_by_one = sorted(store.index.ids())
+    store.clear()
+    _build(store, pages)
+    assert one_by_one == sorted(store.index.ids()) == [f"/d/manual.pdf#page={i}" for i in range(1, 5)]

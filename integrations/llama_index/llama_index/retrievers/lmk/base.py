@@ -20,6 +20,8 @@ RETRIEVER_MODES = ("context", "passage")
 # Kept in metadata for filters and deletes, kept out of the text an LLM reads: SimpleDirectoryReader's
 # file metadata, and the LlamaIndex document id LMKVectorStore records.
 REF_DOC_KEY = "ref_doc_id"
+#: The hash of the source document a stored document was assembled from (LMKVectorStore).
+SOURCE_HASH_KEY = "ref_doc_hash"
 FILE_METADATA_KEYS = (
     "file_path",
     "file_name",
@@ -29,7 +31,7 @@ FILE_METADATA_KEYS = (
     "last_modified_date",
     "last_accessed_date",
 )
-HIDDEN_FROM_LLM = (*FILE_METADATA_KEYS, REF_DOC_KEY)
+HIDDEN_FROM_LLM = (*FILE_METADATA_KEYS, REF_DOC_KEY, SOURCE_HASH_KEY)
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -43,8 +45,19 @@ def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> 
 
 
 def stable_ids(documents: Sequence[Document]) -> list[str]:
-    """Each document's id for the index (see :func:`ingest_documents`)."""
-    paths = [d.metadata.get("file_path") if _random_id(d.doc_id) else None for d in documents]
+    """Each document's id for the index (see :func:`ingest_documents`): its own id, or for a document
+    LlamaIndex read from a file without ``filename_as_id`` (a random id) its file path, with its page
+    (``PATH#page=LABEL``) where it is one page of the file, so pages never replace one another
+    whether they arrive together or one by one; other parts of one file in one batch get
+    ``PATH_part_N``."""
+    paths: list[str | None] = []
+    for d in documents:
+        path = d.metadata.get("file_path") if _random_id(d.doc_id) else None
+        page = d.metadata.get("page_label", d.metadata.get("page"))
+        if isinstance(path, str) and path and page is not None and str(page) != "":
+            paths.append(f"{path}#page={page}")
+        else:
+            paths.append(path)
     parts: dict[str, int] = {}
     for p in paths:
         if isinstance(p, str) and p:

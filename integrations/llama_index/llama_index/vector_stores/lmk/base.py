@@ -23,7 +23,14 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.retrievers.lmk.base import REF_DOC_KEY, hit_to_node, llm_view, passage_to_node, stable_ids
+from llama_index.retrievers.lmk.base import (
+    REF_DOC_KEY,
+    SOURCE_HASH_KEY,
+    hit_to_node,
+    llm_view,
+    passage_to_node,
+    stable_ids,
+)
 from llama_index.retrievers.lmk.filters import to_lmk_filter
 
 from lmk_rag.context import CONTEXT_DOCUMENTS
@@ -88,8 +95,6 @@ class LMKVectorStore(BasePydanticVectorStore):
         default=None, description="The index's search mode (index.modes); None: its default (hybrid on Qdrant)."
     )
     _index: MultiVectorIndex = PrivateAttr()
-    # The last document of the last add(), for a document whose chunks LlamaIndex sent in two batches.
-    _last: tuple[str, str | None, list[tuple[int | None, int | None, str]]] | None = PrivateAttr(default=None)
 
     def __init__(self, index: MultiVectorIndex, **data: Any) -> None:
         if not isinstance(index, MultiVectorIndex):
@@ -120,8 +125,11 @@ class LMKVectorStore(BasePydanticVectorStore):
     # ---------------------------------------------------------------- writes
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store the documents these nodes come from, each whole (see the class docstring);
-        returns the nodes' ids, as LlamaIndex expects."""
-        groups: dict[str, tuple[str | None, dict[str, Any], list[tuple[int | None, int | None, str]]]] = {}
+        returns the nodes' ids, as LlamaIndex expects. Chunks are grouped by their source document
+        (its id and hash) and laid at their character offsets; a document whose first chunks came in
+        an earlier ``add`` is completed from what the index holds. Chunks that would mix two documents
+        (one id, two source hashes, or different texts at the same offsets) are refused with why."""
+        groups: dict[str, tuple[str | None, dict[str, Any], list[Piece]]] = {}
         for node in nodes:
             ref = node.ref_doc_id or node.node_id
             source = node.relationships.get(NodeRelationship.SOURCE)
@@ -129,28 +137,47 @@ class LMKVectorStore(BasePydanticVectorStore):
             piece = (getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None), node.get_content())
             if ref not in groups:
                 groups[ref] = (digest, _flat_metadata(node), [])
+            elif groups[ref][0] != digest:
+                raise InvalidInputError(
+                    f"nodes with ref_doc_id {ref!r} come from two different documents (their SOURCE hashes "
+                    f"differ: {groups[ref][0]!r}, {digest!r}); LMKVectorStore stores each document whole and "
+                    "will not mix them: give each document its own id"
+                )
             groups[ref][2].append(piece)
         if not groups:
             return []
         refs = list(groups)
-        first = refs[0]
-        if self._last is not None and self._last[0] == first and self._last[1] == groups[first][0]:
-            groups[first][2][:0] = self._last[2]  # the rest of the last batch's final document
-        texts = [_assemble(groups[r][2]) for r in refs]
-        metadatas = [{**groups[r][1], REF_DOC_KEY: r} for r in refs]
+        metadatas = [
+            {**groups[r][1], REF_DOC_KEY: r, **({SOURCE_HASH_KEY: groups[r][0]} if groups[r][0] else {})} for r in refs
+        ]
         ids = _document_ids(refs, metadatas)
+        self._complete_from_index(ids, [groups[r] for r in refs])
+        texts = [_assemble(groups[r][2], r) for r in refs]
         self._index.add(texts, ids=ids, metadatas=metadatas)
-        last = refs[-1]
-        self._last = (last, groups[last][0], groups[last][2])
         return [node.node_id for node in nodes]
+
+    def _complete_from_index(
+        self, ids: list[str], groups: list[tuple[str | None, dict[str, Any], list[Piece]]]
+    ) -> None:
+        """Prepend what the index holds of a document whose chunks do not start at its beginning
+        (the rest of a document LlamaIndex sent in several ``add`` calls), when the stored copy
+        comes from the same source (same hash)."""
+        partial = [
+            i for i, (digest, _, pieces) in enumerate(groups) if digest is not None and _first_offset(pieces) > 0
+        ]
+        if not partial:
+            return
+        stored = {d.id: d for d in self._index.get([ids[i] for i in partial])}
+        for i in partial:
+            doc = stored.get(ids[i])
+            if doc is not None and doc.metadata.get(SOURCE_HASH_KEY) == groups[i][0]:
+                groups[i][2][:0] = [(0, len(doc.text), doc.text)]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Remove the document LlamaIndex knows as ``ref_doc_id`` (and a document stored under that id)."""
         ids = set(self._index.ids({REF_DOC_KEY: ref_doc_id}))
         ids.update(d.id for d in self._index.get([ref_doc_id]))
         self._index.delete(sorted(ids))
-        if self._last is not None and self._last[0] == ref_doc_id:
-            self._last = None
 
     def delete_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
@@ -168,7 +195,6 @@ class LMKVectorStore(BasePydanticVectorStore):
     def clear(self) -> None:
         """Remove every document."""
         self._index.delete(self._index.ids())
-        self._last = None
 
     # ---------------------------------------------------------------- reads
     def get_nodes(
@@ -233,10 +259,19 @@ def _flat_metadata(node: BaseNode) -> dict[str, Any]:
     return out
 
 
-def _assemble(pieces: list[tuple[int | None, int | None, str]]) -> str:
+Piece = tuple[int | None, int | None, str]
+
+
+def _first_offset(pieces: list[Piece]) -> int:
+    starts = [s for s, _, _ in pieces if s is not None]
+    return min(starts) if starts and len(starts) == len(pieces) else 0
+
+
+def _assemble(pieces: list[Piece], ref: str) -> str:
     """A document's text from its chunks: laid at their character offsets (a gap between two
     chunks, which the splitter stripped, becomes spaces of the same length, so offsets still
-    point into the original), or joined by blank lines where a chunk does not know its offsets."""
+    point into the original), or joined by blank lines where a chunk does not know its offsets.
+    Overlapping chunks must agree on the characters they share: else they are two documents'."""
     if len(pieces) == 1:
         return pieces[0][2]
     known = all(s is not None and e is not None and e - s == len(t) for s, e, t in pieces)
@@ -248,6 +283,13 @@ def _assemble(pieces: list[tuple[int | None, int | None, str]]) -> str:
         assert start is not None and stop is not None
         if start > end:
             text += " " * (start - end)
+        shared = min(stop, end) - start
+        if shared > 0 and text[start : start + shared].strip() and text[start : start + shared] != chunk[:shared]:
+            raise InvalidInputError(
+                f"chunks of document {ref!r} disagree at characters {start}-{start + shared} (two documents under "
+                "one ref_doc_id, or chunks of another version of it); LMKVectorStore will not mix them: give each "
+                "document its own id, or add its chunks again from one reading of the document"
+            )
         if stop > end:
             text += chunk[max(0, end - start) :]
             end = stop
