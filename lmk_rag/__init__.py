@@ -18,6 +18,7 @@ from .errors import (
     ModelLoadError,
     NonFiniteVectorError,
     PathNotFoundError,
+    ReadOnlyIndexError,
 )
 from .loading import clear_model_cache
 from .types import Fingerprint, MultiVector
@@ -38,6 +39,7 @@ __all__ = [
     "MultiVector",
     "NonFiniteVectorError",
     "PathNotFoundError",
+    "ReadOnlyIndexError",
     "__version__",
     "clear_model_cache",
 ]

@@ -45,6 +45,10 @@ class InsufficientSpaceError(IndexUnavailableError):
     """The disk of an embedded index has too little free space to open or write it safely."""
 
 
+class ReadOnlyIndexError(IndexUnavailableError):
+    """A write to an index that can only be read (read-only media, another user's folder)."""
+
+
 class ModelLoadError(LMKError, OSError):
     """A model folder or hub id cannot be loaded (missing, empty, unsafe weights)."""
 
@@ -70,4 +74,5 @@ __all__ = [
     "ModelLoadError",
     "NonFiniteVectorError",
     "PathNotFoundError",
+    "ReadOnlyIndexError",
 ]

@@ -821,6 +821,15 @@ def test_an_index_on_read_only_media_can_be_searched(small_disk):
     info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
     assert info.returncode == 0 and json.loads(info.stdout)["documents"] == 5
     assert {p: p.stat().st_mtime_ns for p in disk.rglob("*")} == before
+    # A write is refused, never reported as made on the temporary copy and dropped (#51 item 6).
+    more = disk.parent / "more"
+    more.mkdir()
+    (more / "new.md").write_text("A new document about kettles and citric acid.")
+    added = cli_subprocess("ingest", str(more), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    one_error_line(added, "is on read-only media")
+    assert "added" not in added.stdout
+    info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    assert json.loads(info.stdout)["documents"] == 5
 
 
 # ---------------------------------------------------------------- embedded Chroma across processes (#38 item 11)

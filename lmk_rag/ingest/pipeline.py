@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError
+from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, ReadOnlyIndexError
 from ..index.base import MultiVectorIndex
 from .discovery import _under, discover
 from .readers import read_document
@@ -142,7 +142,7 @@ def stored_digests(index: MultiVectorIndex, ids: Sequence[str]) -> dict[str, str
 
 
 # Errors no retry and no other document can get past: a full disk, a damaged index, bad input.
-STOPS_THE_RUN = (InvalidInputError, TypeError, InsufficientSpaceError, DamagedIndexError)
+STOPS_THE_RUN = (InvalidInputError, TypeError, InsufficientSpaceError, DamagedIndexError, ReadOnlyIndexError)
 
 
 def _retrying(step: Callable[[], Any], attempts: int, what: str) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...encoder import LMKEncoder
-from ...errors import IndexUnavailableError, InvalidInputError, MissingDependencyError
+from ...errors import IndexUnavailableError, InvalidInputError, MissingDependencyError, ReadOnlyIndexError
 from ...types import Fingerprint, MultiVector
 from ..base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
 from ..filters import ParsedFilter
@@ -242,7 +242,18 @@ class QdrantIndex(MultiVectorIndex):
             self.store.optimize()
 
     # ---------------------------------------------------------------- writes
+    def _refuse_writes_to_a_copy(self) -> None:
+        """An index opened from a temporary copy (its folder cannot be written) takes no writes:
+        they would reach the copy and vanish at close, while the caller was told they were made."""
+        if self._read_only_copy is not None:
+            raise ReadOnlyIndexError(
+                f"the index at {self.where!r} is on read-only media (or a folder this user cannot write), so "
+                "nothing can be added to or deleted from it; remount it writable, or copy it somewhere writable "
+                "(lmk-rag copy) and write there"
+            )
+
     def _upsert(self, ids: list[str], texts: list[str], metas: list[dict[str, Any]], multis: list[MultiVector]) -> None:
+        self._refuse_writes_to_a_copy()
         for start in range(0, len(ids), _UPSERT_BATCH):
             end = start + _UPSERT_BATCH
             self.store.upsert(
@@ -256,6 +267,7 @@ class QdrantIndex(MultiVectorIndex):
         self._count_cache = None
 
     def _delete(self, ids: list[str]) -> None:
+        self._refuse_writes_to_a_copy()
         self.store.delete([point_id(i) for i in ids])
         self._count_cache = None
 
