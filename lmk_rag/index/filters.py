@@ -37,8 +37,14 @@ LOGICAL_OPERATORS = ("$and", "$or")
 # Every backend stores and filters such keys alike (Qdrant quotes them in its JSON paths, where '"'
 # and '\' cannot go).
 METADATA_KEY_RULE = "metadata keys must be non-empty str, without '\"' or '\\', not starting with '_lmk'"
-# Stores keep JSON numbers: an int must fit in a signed 64-bit integer to come back an int.
-INT_RANGE = (-(2**63), 2**63 - 1)
+# Every backend compares numbers as 64-bit floats, which hold every int up to 2**53 exactly: a larger
+# int would match its neighbours, so it is refused (stored and filtered as a str, it stays exact).
+INT_RANGE = (-(2**53), 2**53)
+# Limits every filter meets before any backend sees it: nesting (Python's recursion, Chroma's parser),
+# values in one filter, and values of mixed types in one $in / $nin (Chroma needs one condition each).
+MAX_FILTER_DEPTH = 32
+MAX_FILTER_VALUES = 10_000
+MAX_MIXED_SET_VALUES = 100
 FILTER_EXAMPLE = '{"lang": "en", "year": {"$gte": 2020}} or {"$or": [{"lang": "en"}, {"lang": "de"}]}'
 
 
@@ -79,9 +85,12 @@ def valid_metadata_key(key: object) -> bool:
 
 
 def check_int_range(value: int, name: str) -> None:
-    """Refuse an int a store would not give back as an int (outside signed 64 bits), naming ``name``."""
+    """Refuse an int the stores would not compare exactly (beyond +-2**53), naming ``name``."""
     if not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
-        raise InvalidInputError(f"{name} is {value}: integers must fit in 64 bits (signed); store it as a str")
+        raise InvalidInputError(
+            f"{name} is {value}: integers must lie within +-2**53 (every store compares numbers as 64-bit "
+            "floats, exact up to there); store and filter it as a str"
+        )
 
 
 def parse_filter(where: object) -> ParsedFilter:
@@ -100,7 +109,14 @@ def parse_filter(where: object) -> ParsedFilter:
         )
     if not where:
         return None
-    return _parse_mapping(where, "filter")
+    node = _parse_mapping(where, "filter", 1)
+    values = sum(len(c.value) if isinstance(c.value, tuple) else 1 for c in conditions(node))
+    if values > MAX_FILTER_VALUES:
+        raise InvalidInputError(
+            f"filter holds {values} values; at most {MAX_FILTER_VALUES} are allowed in one filter: narrow it, or "
+            "filter on a metadata key the documents share"
+        )
+    return node
 
 
 def _is_qdrant_filter(value: object) -> bool:
@@ -108,11 +124,16 @@ def _is_qdrant_filter(value: object) -> bool:
     return kind.__name__ == "Filter" and kind.__module__.startswith("qdrant_client")
 
 
-def _parse_mapping(where: Mapping[Any, Any], at: str) -> FilterNode:
+def _parse_mapping(where: Mapping[Any, Any], at: str, depth: int) -> FilterNode:
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidInputError(
+            f"filter is nested more than {MAX_FILTER_DEPTH} levels deep (at {at[:80]}...); write it flatter: "
+            "$and / $or take lists of any length"
+        )
     parts: list[FilterNode] = []
     for key, value in where.items():
         if key in LOGICAL_OPERATORS:
-            parts.append(_parse_junction(key, value, f"{at}[{key!r}]"))
+            parts.append(_parse_junction(key, value, f"{at}[{key!r}]", depth))
         elif isinstance(key, str) and key.startswith("$"):
             raise InvalidInputError(
                 f"{at} has the operator {key!r} where a metadata key or one of {LOGICAL_OPERATORS} goes; "
@@ -129,14 +150,14 @@ def _parse_mapping(where: Mapping[Any, Any], at: str) -> FilterNode:
     return parts[0] if len(parts) == 1 else Junction("$and", tuple(parts))
 
 
-def _parse_junction(op: Literal["$and", "$or"], value: object, at: str) -> FilterNode:
+def _parse_junction(op: Literal["$and", "$or"], value: object, at: str, depth: int) -> FilterNode:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence) or not value:
         raise InvalidTypeError(f"{at} must be a non-empty list of filters, got {value!r}")
     parts = []
     for i, part in enumerate(value):
         if not isinstance(part, Mapping) or not part:
             raise InvalidTypeError(f"{at}[{i}] must be a non-empty dict filter, got {part!r}")
-        parts.append(_parse_mapping(part, f"{at}[{i}]"))
+        parts.append(_parse_mapping(part, f"{at}[{i}]", depth + 1))
     return parts[0] if len(parts) == 1 else Junction(op, tuple(parts))
 
 
@@ -151,7 +172,14 @@ def _parse_operators(key: str, ops: Mapping[Any, Any], at: str) -> list[FilterNo
         elif op in SET_OPERATORS:
             if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence) or not value:
                 raise InvalidTypeError(f"{where} must be a non-empty list of str, int, float or bool, got {value!r}")
-            out.append(Condition(key, op, tuple(_scalar(v, f"{where}[{i}]") for i, v in enumerate(value))))
+            values = tuple(_scalar(v, f"{where}[{i}]") for i, v in enumerate(value))
+            if len({value_kind(v) for v in values}) > 1 and len(values) > MAX_MIXED_SET_VALUES:
+                raise InvalidInputError(
+                    f"{where} mixes value types ({len(values)} values); a list of mixed types may hold at most "
+                    f"{MAX_MIXED_SET_VALUES}: give one list per type, e.g. {{'$or': [{{'{key}': {{'{op}': [strs]}}}}, "
+                    f"{{'{key}': {{'{op}': [numbers]}}}}]}}"
+                )
+            out.append(Condition(key, op, values))
         elif op in RANGE_OPERATORS:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidTypeError(f"{where} compares numbers; give an int or float, got {value!r}")

@@ -116,7 +116,10 @@ def test_filters_are_parsed_into_one_tree():
         ({"price": {"$gt": "3"}}, TypeError, r"\$gt'\] compares numbers; give an int or float, got '3'"),
         ({"price": {"$lt": True}}, TypeError, "compares numbers"),
         ({"price": float("nan")}, ValueError, "finite number"),
-        ({"id": 2**64}, ValueError, "must fit in 64 bits"),
+        ({"id": 2**64}, ValueError, r"must lie within \+-2\*\*53"),
+        ({"id": 2**53 + 1}, ValueError, r"must lie within \+-2\*\*53"),
+        ({"id": {"$in": ["a"] * 60 + [1] * 60}}, ValueError, "mixes value types"),
+        ({"id": {"$in": list(range(10_001))}}, ValueError, "filter holds 10001 values"),
         ({"$or": {"lang": "en"}}, TypeError, r"\$or'\] must be a non-empty list of filters"),
         ({"$and": [{}]}, TypeError, r"\$and'\]\[0\] must be a non-empty dict filter"),
         ({"_lmk_doc": "x"}, ValueError, "metadata keys must be"),
@@ -148,9 +151,32 @@ def test_a_qdrant_filter_object_runs_on_qdrant_and_is_refused_elsewhere(catalogu
 
 def test_metadata_the_stores_cannot_keep_faithfully_is_refused_at_add(make_index):
     idx = make_index()
-    with pytest.raises(ValueError, match=r"metadatas\[0\]\['big'\] is 18446744073709551616: integers must fit"):
-        idx.add(["text"], ids=["x"], metadatas=[{"big": 2**64}])
+    with pytest.raises(ValueError, match=r"metadatas\[0\]\['big'\] is 9007199254740993: integers must lie"):
+        idx.add(["text"], ids=["x"], metadatas=[{"big": 2**53 + 1}])
     with pytest.raises(ValueError, match="metadata keys must be"):
         idx.add(["text"], ids=["x"], metadatas=[{"back\\slash": 1}])
-    idx.add(["text"], ids=["x"], metadatas=[{"big": 2**63 - 1}])
-    assert idx.get(["x"])[0].metadata == {"big": 2**63 - 1}
+    idx.add(["text", "text"], ids=["x", "y"], metadatas=[{"big": 2**53}, {"big": 2**53 - 1}])
+    assert idx.get(["x"])[0].metadata == {"big": 2**53}
+    assert idx.ids({"big": 2**53}) == ["x"] and idx.ids({"big": {"$lt": 2**53}}) == ["y"]  # exact, as ints
+
+
+@pytest.mark.parametrize("depth", [33, 1000])
+def test_a_filter_nested_too_deep_is_one_clear_error(depth):
+    where: dict = {"lang": "en"}
+    for _ in range(depth):
+        where = {"$or": [where, {"year": 1}]}
+    with pytest.raises(ValueError, match="nested more than 32 levels deep"):
+        parse_filter(where)
+
+
+def test_a_filter_at_the_limits_runs_on_every_backend(make_index):
+    idx = make_index()
+    idx.add(["alpha text", "beta text"], ids=["a", "b"], metadatas=[{"n": 1, "t": "x"}, {"n": 2, "t": "y"}])
+    where: dict = {"n": 1}
+    for _ in range(31):  # 32 levels: the deepest allowed
+        where = {"$or": [where, {"n": 99}]}
+    assert idx.ids(where) == ["a"]
+    mixed = {"t": {"$in": [*(f"s{i}" for i in range(50)), *range(100, 150)]}}  # the most mixed values allowed
+    assert idx.ids(mixed) == []
+    many = {"n": {"$in": list(range(2, 10_002))}}  # the most values allowed
+    assert idx.ids(many) == ["b"]
