@@ -879,3 +879,23 @@ def test_export_overwrite_replaces_its_own_folder_but_not_files_added_to_it(tmp_
     out = cli("export", "default", str(folder), "--format", "lmk", "--overwrite")
     one_error_line(out, "holds files lmk-rag did not write (notes.md)")
     assert (folder / "notes.md").read_text() == "my notes"
+
+
+# ---------------------------------------------------------------- a file too large to encode (#51 item 13)
+def test_a_file_over_the_size_limit_is_passed_over_with_why_and_the_rest_ingested(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "small.md").write_text("A small note about tides and the Moon.")
+    with open(folder / "huge.txt", "wb") as handle:  # 150 MB, written sparse: the battery's file
+        handle.truncate(150 * 2**20)
+    out = cli("ingest", str(folder), "--index", f"qdrant:{tmp_path / 'idx'}", "--no-progress", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(out.stdout)
+    assert summary["documents"] == 1
+    (reason,) = [why for path, why in summary["ignored"].items() if path.endswith("huge.txt")]
+    assert "too large: 150.0 MB, over the 10 MB limit" in reason and "--max-file-mb" in reason
+    bad = cli("ingest", str(folder), "--index", f"qdrant:{tmp_path / 'idx'}", "--max-file-mb", "-1")
+    one_error_line(bad, "max_file_mb must be a number of MB > 0")
+    with pytest.raises(InvalidInputError, match="max_file_mb"):
+        discover([folder], max_file_mb="10")
+    assert [p.name for _, p in discover([folder], max_file_mb=0).files] == ["huge.txt", "small.md"]

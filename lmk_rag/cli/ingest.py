@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import InvalidInputError, PathNotFoundError
 from ..index.redact import redact_uri
+from ..ingest.discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb
 from .options import Command, add_index_options, add_quantization_option, open_index_of
 
 EXAMPLE_INGEST = """examples:
@@ -38,6 +39,12 @@ def add_parser(command: Command) -> None:
         "--follow-symlinks",
         action="store_true",
         help="read files and folders that symbolic links lead to outside the paths given",
+    )
+    ing.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=DEFAULT_MAX_FILE_MB,
+        help=f"pass over files larger than this, with a message (default {DEFAULT_MAX_FILE_MB:g}; 0: no limit)",
     )
     ing.add_argument("--batch-docs", type=int, default=16, help="documents encoded and written together")
     ing.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -73,6 +80,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     given = [f"--{k.replace('_', '-')}" for k, v in ray_options.items() if v is not None]
     if given and not args.ray:
         raise InvalidInputError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --ray; add --ray")
+    check_max_file_mb(args.max_file_mb)  # before the index is opened or anything encoded
     index = open_index_of(args, must_exist=False)
     started_ray = False
     verified = None
@@ -86,6 +94,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             "batch_docs": args.batch_docs,
             "show_progress": not args.no_progress,
             "follow_symlinks": args.follow_symlinks,
+            "max_file_mb": args.max_file_mb,
         }
         if args.ray:
             from ..ingest.ray import connect, ingest_with_ray

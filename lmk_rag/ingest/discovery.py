@@ -14,6 +14,19 @@ from ..errors import InvalidInputError, PathNotFoundError
 from ..inputs import find_unencodable
 from .readers import TEXT_SUFFIXES
 
+#: Files larger than this many MB are passed over unless ``max_file_mb`` says otherwise: encoding
+#: holds a file's tokens and landmark vectors in memory at once (a 150 MB text took 6 GB and hours).
+DEFAULT_MAX_FILE_MB = 10.0
+
+
+def check_max_file_mb(value: object) -> float | None:
+    """``max_file_mb`` checked: a number > 0, or None / 0 for no limit."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
+        raise InvalidInputError(f"max_file_mb must be a number of MB > 0 (or 0 for no limit), got {value!r}")
+    return float(value)
+
 
 @dataclass
 class Discovery:
@@ -78,12 +91,15 @@ def discover(
     *,
     follow_symlinks: bool = False,
     exclude: Iterable[str | Path] = (),
+    max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
 ) -> Discovery:
     """(document id, file) pairs: ids are the files' absolute paths, links resolved (see the
     module docstring), so one file reached twice (overlapping roots, a link) is one document.
     Links leading out of a root are passed over unless ``follow_symlinks``; folders in ``exclude``
-    (the index's own) are not entered.
+    (the index's own) are not entered; files over ``max_file_mb`` MB (None: no limit) are passed
+    over with their size and how to raise the limit.
     """
+    limit = check_max_file_mb(max_file_mb)
     wanted = {s.lower() for s in suffixes}
     excluded = {Path(e).resolve() for e in exclude}
     found: dict[str, Path] = {}
@@ -124,6 +140,15 @@ def discover(
                         found.setdefault(doc_id, path)
             except OSError as exc:  # e.g. a path longer than the system allows
                 ignored[shown] = f"not read: {exc.strerror or exc}"
+    if limit is not None:
+        for doc_id, path in list(found.items()):
+            size = path.stat().st_size
+            if size > limit * 2**20:
+                del found[doc_id]
+                ignored[_shown(path)] = (
+                    f"too large: {size / 2**20:.1f} MB, over the {limit:g} MB limit (raise it with --max-file-mb "
+                    "or max_file_mb=, 0 for none: a file's tokens and vectors are held in memory while it is encoded)"
+                )
     return Discovery(sorted(found.items()), ignored)
 
 

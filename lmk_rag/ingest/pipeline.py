@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, ReadOnlyIndexError
 from ..index.base import MultiVectorIndex
-from .discovery import _under, discover
+from .discovery import DEFAULT_MAX_FILE_MB, _under, discover
 from .readers import read_document
 
 logger = logging.getLogger("lmk_rag")
@@ -247,6 +247,7 @@ def ingest(
     show_progress: bool = True,
     follow_symlinks: bool = False,
     attempts: int = 3,
+    max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
 ) -> IngestSummary:
     """Add new and changed files to ``index``, skip unchanged ones; with ``prune``, remove the
     documents whose files, under the paths given, are gone. The index's own folder is never read.
@@ -257,7 +258,12 @@ def ingest(
     check_batch_docs(batch_docs)
     summary = IngestSummary()
     t0 = time.perf_counter()
-    found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
+    found = discover(
+        paths,
+        follow_symlinks=follow_symlinks,
+        exclude=[index.folder] if index.folder else [],
+        max_file_mb=max_file_mb,
+    )
     files = found.files
     summary.ignored.update(found.ignored)
     adopt_legacy_ids(index, files)

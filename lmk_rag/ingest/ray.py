@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
 from ..index.base import MultiVectorIndex
 from ..types import Fingerprint
-from .discovery import discover
+from .discovery import DEFAULT_MAX_FILE_MB, discover
 from .pipeline import (
     IngestSummary,
     ReadFile,
@@ -179,6 +179,7 @@ def ingest_with_ray(
     show_progress: bool = True,
     follow_symlinks: bool = False,
     attempts: int = 3,
+    max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
 ) -> IngestSummary:
     """:func:`lmk_rag.ingest.ingest` with encoding (and, for a server index, writing) on a Ray
     cluster: ``actors`` encoders, each with ``cpus_per_actor`` CPUs and ``gpus_per_actor`` GPUs.
@@ -197,7 +198,12 @@ def ingest_with_ray(
     ray = _ray()
     summary = IngestSummary()
     t0 = time.perf_counter()
-    found = discover(paths, follow_symlinks=follow_symlinks, exclude=[index.folder] if index.folder else [])
+    found = discover(
+        paths,
+        follow_symlinks=follow_symlinks,
+        exclude=[index.folder] if index.folder else [],
+        max_file_mb=max_file_mb,
+    )
     summary.ignored.update(found.ignored)
     adopt_legacy_ids(index, found.files)
     known = stored_digests(index, [i for i, _ in found.files])
