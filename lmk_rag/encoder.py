@@ -97,6 +97,10 @@ class _Encoded:
     windows: np.ndarray
 
 
+#: The most characters one token is counted for in a budget (English runs 4-5 per token).
+MAX_CHARS_PER_TOKEN = 32
+
+
 class LMKEncoder:
     """Landmark-pooled text embeddings.
 
@@ -368,9 +372,12 @@ class LMKEncoder:
     # ------------------------------------------------------------------ pipeline
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text by this model's tokenizer, without special tokens (the context
-        builder's default budget unit)."""
+        builder's default budget unit), and never fewer than one per :data:`MAX_CHARS_PER_TOKEN`
+        characters: a word the tokenizer cannot read (a 100k-character base64 run) is one unknown
+        token to it, but many thousands to an LLM."""
         items = check_texts(texts)
-        return [len(e.ids) for e in self._text_tokenizer.encode_batch(items, add_special_tokens=False)]
+        encoded = self._text_tokenizer.encode_batch(items, add_special_tokens=False)
+        return [max(len(e.ids), -(-len(t) // MAX_CHARS_PER_TOKEN)) for e, t in zip(encoded, items)]
 
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
         """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``

@@ -85,6 +85,18 @@ def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> 
     return value
 
 
+#: The most results one search or context asks for: an int beyond it would overflow the engines'
+#: 64-bit limits and allocations long before it returned anything useful.
+MAX_K = 10_000
+
+
+def check_k(k: object) -> int:
+    """``k`` if it is an int from 1 to :data:`MAX_K`, else an error saying what is allowed."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidInputError(f"k must be a positive int of at most {MAX_K:,}, got {k!r}")
+    return k
+
+
 def check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
     """Refuse vectors with NaN or inf (an fp16 overflow) instead of handing them to an index."""
     if not torch.isfinite(x).all():

@@ -84,7 +84,7 @@ def context(
     ``encoder.encode_multi`` (``encoded``), ranked by MaxSim. ``ids`` name the documents (default
     their positions as str)."""
     from .context import CONTEXT_DOCUMENTS, ScoredDocument, build_context, check_max_tokens, token_counter_of
-    from .inputs import check_texts
+    from .inputs import check_k, check_texts
 
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be str, got {type(query).__name__}")
@@ -97,9 +97,7 @@ def context(
         raise InvalidInputError("ids must be non-empty str")
     if len(names) != len(items):
         raise InvalidInputError(f"ids has {len(names)} entries for {len(items)} texts")
-    count = CONTEXT_DOCUMENTS if k is None else k
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InvalidInputError(f"k must be a positive int, got {k!r}")
+    count = check_k(CONTEXT_DOCUMENTS if k is None else k)
     q = encoder.encode_query(query)
     sims = [m.vectors @ q for m in encoded]
     scores = np.array([float(s.max()) if len(s) else -1.0 for s in sims])  # MaxSim

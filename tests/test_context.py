@@ -148,3 +148,17 @@ def test_the_same_context_without_an_index(tmp_path):
     assert all(p.text == by_name[p.id][p.span[0] : p.span[1]] for p in passages)
     tiktoken_like = context("tides", texts, encoded, encoder, 64, token_counter=lambda s: len(s.split()))
     assert sum(len(p.text.split()) for p in tiktoken_like) <= 64
+
+
+def test_a_word_the_tokenizer_cannot_read_is_not_a_cheap_passage(encoder):
+    """A 100,000-character run is one unknown token to WordPiece; counted as such it became a
+    "5-token" passage of 100k characters (#51 item 14). The budget counts it by its length."""
+    from lmk_rag.index import QdrantIndex
+
+    text = "Tides rise and fall twice a day. " + "QUJD" * 25_000 + " The Moon pulls the sea."
+    assert encoder.count_tokens(["QUJD" * 25_000])[0] >= 100_000 // 32
+    idx = QdrantIndex(location=":memory:", encoder=encoder)
+    idx.add([text], ids=["t"])
+    passages = idx.context("why do tides rise", max_tokens=128)
+    assert sum(p.tokens for p in passages) <= 128
+    assert all(len(p.text) <= 32 * p.tokens for p in passages)

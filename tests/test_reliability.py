@@ -899,3 +899,47 @@ def test_a_file_over_the_size_limit_is_passed_over_with_why_and_the_rest_ingeste
     with pytest.raises(InvalidInputError, match="max_file_mb"):
         discover([folder], max_file_mb="10")
     assert [p.name for _, p in discover([folder], max_file_mb=0).files] == ["huge.txt", "small.md"]
+
+
+def test_a_refused_second_opener_leaves_the_holder_working_and_closable(tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    holder = QdrantIndex(tmp_path / "idx", encoder=base)
+    holder.add(["Tides rise twice a day."], ids=["x"])
+    with pytest.raises(IndexUnavailableError, match="open in another process or in another QdrantIndex"):
+        QdrantIndex(tmp_path / "idx", encoder=base)
+    holder.add(["Bread rises with yeast."], ids=["y"])
+    assert [h.id for h in holder.search("tides", k=1)] == ["x"]
+    holder.close()  # no engine exception
+    again = QdrantIndex(tmp_path / "idx", encoder=base)
+    assert len(again) == 2
+    again.close()
+
+
+def test_a_read_only_index_that_cannot_be_copied_is_one_clear_error(tmp_path, monkeypatch):
+    import shutil
+
+    from lmk_rag.errors import InsufficientSpaceError
+    from lmk_rag.index.qdrant.edge_files import read_only_copy
+
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "f").write_text("x")
+
+    def failing_copy(src, dst, **kwargs):
+        raise shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
+
+    monkeypatch.setattr(shutil, "copytree", failing_copy)
+    with pytest.raises(InsufficientSpaceError, match="No space left on device.*set TMPDIR"):
+        read_only_copy(tmp_path / "idx")
+    assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("lmk-rag-read-only-*") if (p / "idx").exists()]
+
+
+def test_k_beyond_what_an_engine_can_count_is_refused(tmp_path, base):
+    from lmk_rag.index import QdrantIndex
+
+    idx = QdrantIndex(location=":memory:", encoder=base)
+    idx.add(["Tides rise twice a day."], ids=["x"])
+    for call in (lambda: idx.search("tides", k=2**63 - 1), lambda: idx.context("tides", 128, k=2**63 - 1)):
+        with pytest.raises(InvalidInputError, match="k must be a positive int of at most 10,000"):
+            call()
+    assert [h.id for h in idx.search("tides", k=10_000)] == ["x"]

@@ -24,7 +24,7 @@ import numpy as np
 from ..context import CONTEXT_DOCUMENTS, ContextRule, Passage, build_context, check_max_tokens, token_counter_of
 from ..encoder import LMKEncoder
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
-from ..inputs import check_texts
+from ..inputs import check_k, check_texts
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from ..types import Fingerprint, MultiVector
 from .filters import (
@@ -279,8 +279,7 @@ class MultiVectorIndex(ABC):
     def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str, text: bool = True) -> SearchMode:
         """Validate the search arguments; returns the mode to run (None: the backend's default,
         :attr:`default_mode`, or :attr:`vector_default_mode` for a query given as a vector)."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be a positive int, got {k!r}")
+        check_k(k)
         if mode is None:
             mode = self.default_mode if text else self.vector_default_mode
         if mode == "hybrid" and mode not in self.modes:

@@ -129,7 +129,15 @@ def read_only_copy(folder: Path) -> Path:
                 "TMPDIR to a folder with room, or copy the index somewhere writable"
             )
         logger.warning("the index at %s cannot be written to; opening a copy in %s (removed at close)", folder, scratch)
-        shutil.copytree(folder, scratch / folder.name, symlinks=True)
+        try:
+            shutil.copytree(folder, scratch / folder.name, symlinks=True)
+        except (OSError, shutil.Error) as exc:  # shutil.Error gathers every file that could not be copied
+            detail = exc.args[0][0][2] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else exc
+            raise InsufficientSpaceError(
+                f"the index at {str(folder)!r} cannot be written to (read-only), so lmk-rag opens a copy of it, but "
+                f"copying it into {str(scratch)!r} failed ({detail}); set TMPDIR to a folder with room, or copy the "
+                "index somewhere writable"
+            ) from exc
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
