@@ -929,7 +929,7 @@ def test_a_read_only_index_that_cannot_be_copied_is_one_clear_error(tmp_path, mo
         raise shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")])
 
     monkeypatch.setattr(shutil, "copytree", failing_copy)
-    with pytest.raises(InsufficientSpaceError, match="No space left on device.*set TMPDIR"):
+    with pytest.raises(InsufficientSpaceError, match=r"No space left on device.*set TMPDIR"):
         read_only_copy(tmp_path / "idx")
     assert not [p for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("lmk-rag-read-only-*") if (p / "idx").exists()]
 
