@@ -13,6 +13,7 @@ pooling stay lmk-rag's: a backend only turns token ids into hidden states.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -101,28 +102,33 @@ def _require(backend: str) -> None:
 
 
 def exported_onnx(model: torch.nn.Module, key: str, quantize: str | None) -> Path:
-    """The model's ONNX file (optimised; int8 when asked), exported once and cached."""
+    """The model's ONNX file (optimised; int8 when asked), exported once and cached. A cached file
+    is used only where its size and SHA-256 match what was recorded when it was written
+    (``CHECKSUMS``); a truncated, emptied or overwritten one is exported again."""
     name = "model-int8.onnx" if quantize else "model.onnx"
-    folder = cache_root() / "onnx" / f"{key}-{hashlib.sha256(EXPORT_RECIPE.encode()).hexdigest()[:8]}"
+    folder = _cache_folder(key)
     target = folder / name
-    if target.is_file():
+    if _intact(folder, name):
         return target
     with _EXPORT_LOCK:
-        if target.is_file():
+        if _intact(folder, name):
             return target
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
+        _remove_dead_scratch(folder.parent)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{key}-{os.getpid()}-", dir=folder.parent))
         try:
             plain = scratch / "model.onnx"
-            if (folder / "model.onnx").is_file():
+            if _intact(folder, "model.onnx"):
                 shutil.copy2(folder / "model.onnx", plain)
             else:
                 _export(model, plain)
             if quantize:
                 _quantize(plain, scratch / name)
             folder.mkdir(exist_ok=True)
-            for produced in scratch.iterdir():
+            sums = _read_checksums(folder)
+            for produced in sorted(scratch.iterdir()):
+                sums[produced.name] = _checksum(produced)
                 os.replace(produced, folder / produced.name)  # each file appears whole or not at all
+            _write_checksums(folder, sums)  # last: a file without its record is never trusted
         except MissingDependencyError:
             raise
         except Exception as exc:
@@ -132,6 +138,77 @@ def exported_onnx(model: torch.nn.Module, key: str, quantize: str | None) -> Pat
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+CHECKSUMS = "checksums.json"
+
+
+def _cache_folder(key: str) -> Path:
+    """The cache folder of one model's exports, made if needed; a cache that cannot be written (read
+    only, or ``$LMK_RAG_CACHE`` naming a file) is one error saying what to set."""
+    root = cache_root()
+    folder = root / "onnx" / f"{key}-{hashlib.sha256(EXPORT_RECIPE.encode()).hexdigest()[:8]}"
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=folder.parent, prefix=".probe-")  # noqa: SIM115 - closed below
+        probe.close()
+    except OSError as exc:
+        raise ModelLoadError(
+            f"the export cache {str(root)!r} cannot be written ({exc.strerror or exc}); set LMK_RAG_CACHE to a "
+            "writable folder (exports of the model for backend='onnx' / 'openvino' are kept there)"
+        ) from exc
+    return folder
+
+
+def _checksum(path: Path) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _read_checksums(folder: Path) -> dict[str, Any]:
+    try:
+        sums = json.loads((folder / CHECKSUMS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return sums if isinstance(sums, dict) else {}
+
+
+def _write_checksums(folder: Path, sums: dict[str, Any]) -> None:
+    tmp = folder / f".{CHECKSUMS}.tmp"
+    tmp.write_text(json.dumps(sums, indent=1), encoding="utf-8")
+    os.replace(tmp, folder / CHECKSUMS)
+
+
+def _intact(folder: Path, name: str) -> bool:
+    """Whether the cached ``name`` is the file that was written: recorded, same size, same SHA-256."""
+    path = folder / name
+    if not path.is_file():
+        return False
+    recorded = _read_checksums(folder).get(name)
+    if isinstance(recorded, dict) and recorded.get("bytes") == path.stat().st_size and _checksum(path) == recorded:
+        return True
+    logger.warning("the cached export %s is damaged or unrecorded; exporting the model again", path)
+    return False
+
+
+def _remove_dead_scratch(parent: Path) -> None:
+    """Remove the scratch folders of exports whose process is gone (killed part-way)."""
+    for scratch in parent.glob(".*-*-*"):
+        parts = scratch.name[1:].split("-")
+        if not scratch.is_dir() or len(parts) < 3 or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(scratch, ignore_errors=True)
+        except PermissionError:
+            pass  # another user's live process
 
 
 class _HiddenStates(torch.nn.Module):

@@ -119,3 +119,52 @@ def test_bad_backends_and_missing_packages_say_what_to_do(tiny_bert_dir, monkeyp
         LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
     with pytest.raises(MissingDependencyError, match=r"pip install 'lmk-rag\[openvino\]'"):
         LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="openvino")
+
+
+def _damage_middle(path) -> None:
+    with open(path, "r+b") as handle:  # rows of the embedding matrix, overwritten: still a valid ONNX file
+        handle.seek(path.stat().st_size // 2)
+        handle.write(b"\x7f" * 4096)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="pip install 'lmk-rag[onnx]'")
+@pytest.mark.parametrize("damage", ["truncated", "empty", "overwritten"])
+def test_a_damaged_cached_export_is_noticed_and_exported_again(tiny_bert_dir, cache, damage, caplog):
+    import os
+
+    from lmk_rag import clear_model_cache
+
+    torch_enc = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu")
+    LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
+    (cached,) = cache.glob("onnx/*/model.onnx")
+    if damage == "truncated":
+        os.truncate(cached, cached.stat().st_size // 3)
+    elif damage == "empty":
+        os.truncate(cached, 0)
+    else:
+        _damage_middle(cached)
+    clear_model_cache()
+    again = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
+    assert "damaged or unrecorded; exporting the model again" in caplog.text
+    assert min(_agreement(torch_enc, again)) >= 0.9999
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="pip install 'lmk-rag[onnx]'")
+def test_a_cache_that_cannot_be_written_is_one_clear_error_and_dead_scratch_is_removed(
+    tiny_bert_dir, cache, monkeypatch, tmp_path
+):
+    import subprocess
+    import sys
+
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    monkeypatch.setenv("LMK_RAG_CACHE", str(a_file))
+    with pytest.raises(ModelLoadError, match="set LMK_RAG_CACHE to a writable folder"):
+        LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
+    monkeypatch.setenv("LMK_RAG_CACHE", str(cache))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    scratch = cache / "onnx" / f".somekey-{dead.stdout.strip()}-abc123"  # a killed export's leftovers
+    scratch.mkdir(parents=True)
+    (scratch / "model.onnx").write_bytes(b"\0" * 1000)
+    LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
+    assert not scratch.exists()
