@@ -7,6 +7,7 @@ folder, and ``overwrite`` never deletes the old folder before the new one exists
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, ModelLoadError
 
 
 def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path] = (), what: str = "") -> None:
@@ -41,6 +42,39 @@ MANIFEST = ".lmk-rag-written.json"
 
 def _files(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def _checksum(path: Path) -> dict[str, int | str]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def verify_written_folder(folder: Path) -> None:
+    """Check a folder :func:`write_folder` wrote against its manifest: every file it wrote present,
+    of the same size and SHA-256 (a damaged weights or tokenizer file would load silently wrong).
+    Folders without a manifest (written elsewhere) are not checked here."""
+    try:
+        files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not isinstance(files, dict):
+        return
+    for name, recorded in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise ModelLoadError(f"the model folder {str(folder)!r} has lost {name}; write it again (lmk-rag export)")
+        if (
+            not isinstance(recorded, dict)
+            or recorded.get("bytes") != path.stat().st_size
+            or _checksum(path) != recorded
+        ):
+            raise ModelLoadError(
+                f"{name} in the model folder {str(folder)!r} is not the file lmk-rag wrote (its size or SHA-256 "
+                "differs: damaged or edited); write the folder again (lmk-rag export) or restore it"
+            )
 
 
 def _check_replaceable(folder: Path, target: Path) -> None:
@@ -113,7 +147,8 @@ def write_folder(
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write(staging)
-        (staging / MANIFEST).write_text(json.dumps({"files": sorted(_files(staging))}), encoding="utf-8")
+        files = {name: _checksum(staging / name) for name in sorted(_files(staging))}
+        (staging / MANIFEST).write_text(json.dumps({"files": files}, indent=1), encoding="utf-8")
         open_permissions(staging)
         if exists:
             old = staging.with_name(staging.name + ".old")

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, ModelLoadError
 
 CONFIG_NAME = "lmk_config.json"
 ADAPTER_DIR = "adapter"
@@ -55,7 +55,16 @@ class LMKFolderConfig:
     @classmethod
     def load(cls, folder: Path) -> LMKFolderConfig:
         """Read ``folder``'s ``lmk_config.json`` (keys this version does not know are ignored)."""
-        data = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+        path = folder / CONFIG_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"cannot read {str(path)!r} ({exc}); write the model folder again") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("base_model"), str):
+            raise ModelLoadError(
+                f"{str(path)!r} is not an lmk-rag model config (a JSON object naming its base_model); write the "
+                "model folder again (lmk-rag export) or restore the file"
+            )
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

@@ -215,11 +215,11 @@ def load_tokenizer(path: str, *, trust_remote_code: bool, revision: str | None) 
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, revision=revision)
-    except (OSError, ValueError, ImportError) as exc:
+    except (OSError, ValueError, ImportError, KeyError, TypeError, AttributeError) as exc:  # a stub file: KeyError
         where = "the folder" if Path(path).is_dir() else "the hub (offline here?) or a folder of that name"
         raise ModelLoadError(
-            f"cannot load the tokenizer of model {path!r} from {where}: {exc}; a model folder needs a "
-            "tokenizer.json (fast tokenizer) beside its config.json"
+            f"cannot load the tokenizer of model {path!r} from {where}: {type(exc).__name__}: {exc}; a model "
+            "folder needs a tokenizer.json (fast tokenizer) beside its config.json"
         ) from exc
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(

@@ -943,3 +943,52 @@ def test_k_beyond_what_an_engine_can_count_is_refused(tmp_path, base):
         with pytest.raises(InvalidInputError, match="k must be a positive int of at most 10,000"):
             call()
     assert [h.id for h in idx.search("tides", k=10_000)] == ["x"]
+
+
+# ---------------------------------------------------------------- damaged model folders (#51 item 12)
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("export") / "merged"
+    assert cli("export", "default", str(folder), "--format", "merged").returncode == 0
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "message"),
+    [
+        ("tokenizer.json", lambda p: p.write_text("{}"), "is not the file lmk-rag wrote"),
+        ("lmk_config.json", lambda p: p.write_text("[]"), "is not the file lmk-rag wrote"),
+        ("model.safetensors", _random_bytes, "is not the file lmk-rag wrote"),  # between any sampled blocks
+        ("config.json", lambda p: p.unlink(), "has lost config.json"),
+    ],
+)
+def test_a_damaged_model_folder_lmk_rag_wrote_is_one_clear_error(exported, tmp_path, name, damage, message):
+    import shutil
+
+    from lmk_rag import clear_model_cache
+
+    folder = tmp_path / "model"
+    shutil.copytree(exported, folder)
+    damage(folder / name)
+    clear_model_cache()
+    with pytest.raises(ModelLoadError, match=message):
+        LMKEncoder(str(folder), device="cpu").encode(["hello"])
+
+
+def test_a_stub_tokenizer_or_config_in_a_folder_from_elsewhere_is_one_clear_error(exported, tmp_path):
+    import shutil
+
+    from lmk_rag import clear_model_cache
+    from lmk_rag.folder_write import MANIFEST
+
+    for name, text, message in (
+        ("tokenizer.json", "{}", "cannot load the tokenizer"),
+        ("lmk_config.json", "[]", "is not an lmk-rag model config"),
+    ):
+        folder = tmp_path / name
+        shutil.copytree(exported, folder)
+        (folder / MANIFEST).unlink()  # copied by hand, or written by another tool
+        (folder / name).write_text(text)
+        clear_model_cache()
+        with pytest.raises(ModelLoadError, match=message):
+            LMKEncoder(str(folder), device="cpu").encode(["hello"])
