@@ -72,7 +72,7 @@ from .settings import (
     Quantize,
 )
 from .st_folder import is_st_folder, read_st_folder
-from .tokenization import text_tokenizer, tokenize_texts
+from .tokenization import budget_tokens, text_tokenizer, tokenize_texts
 from .types import Fingerprint, MultiVector
 from .windows import Sequences, build_sequences, check_chunks_fit, check_max_length, default_overlap, largest_chunk
 
@@ -95,10 +95,6 @@ class _Encoded:
     n_tokens: np.ndarray
     dropped: np.ndarray
     windows: np.ndarray
-
-
-#: The most characters one token is counted for in a budget (English runs 4-5 per token).
-MAX_CHARS_PER_TOKEN = 32
 
 
 class LMKEncoder:
@@ -371,13 +367,9 @@ class LMKEncoder:
 
     # ------------------------------------------------------------------ pipeline
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text by this model's tokenizer, without special tokens (the context
-        builder's default budget unit), and never fewer than one per :data:`MAX_CHARS_PER_TOKEN`
-        characters: a word the tokenizer cannot read (a 100k-character base64 run) is one unknown
-        token to it, but many thousands to an LLM."""
-        items = check_texts(texts)
-        encoded = self._text_tokenizer.encode_batch(items, add_special_tokens=False)
-        return [max(len(e.ids), -(-len(t) // MAX_CHARS_PER_TOKEN)) for e, t in zip(encoded, items)]
+        """Tokens of each text by this model's tokenizer (the context builder's default budget
+        unit; see :func:`~lmk_rag.tokenization.budget_tokens`)."""
+        return budget_tokens(self._text_tokenizer, check_texts(texts))
 
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
         """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``

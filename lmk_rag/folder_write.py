@@ -53,8 +53,9 @@ def _checksum(path: Path) -> dict[str, int | str]:
 
 
 def verify_written_folder(folder: Path) -> None:
-    """Check a folder :func:`write_folder` wrote against its manifest: every file it wrote present,
-    of the same size and SHA-256 (a damaged weights or tokenizer file would load silently wrong).
+    """Check a folder :func:`write_folder` wrote against its manifest: every file it wrote that is
+    still there has the same size and SHA-256 (a damaged weights or tokenizer file would load
+    silently wrong; a removed one fails where it is needed).
     Folders without a manifest (written elsewhere) are not checked here."""
     try:
         files = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
@@ -65,7 +66,7 @@ def verify_written_folder(folder: Path) -> None:
     for name, recorded in files.items():
         path = folder / name
         if not path.is_file():
-            raise ModelLoadError(f"the model folder {str(folder)!r} has lost {name}; write it again (lmk-rag export)")
+            continue  # removed on purpose (e.g. lmk_config.json, to read it as a sentence-transformers folder)
         if (
             not isinstance(recorded, dict)
             or recorded.get("bytes") != path.stat().st_size

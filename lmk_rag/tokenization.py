@@ -11,6 +11,9 @@ import numpy as np
 from .inputs import find_unencodable, warn_unknown_words
 from .landmarks import TokenizedBatch
 
+#: The most characters one token is counted for in a budget (English runs 4-5 per token).
+MAX_CHARS_PER_TOKEN = 32
+
 # Huge texts are tokenized in pieces of at most this many characters, at most CALL_CHARS per call.
 PIECE_CHARS = 100_000
 CALL_CHARS = 1_000_000
@@ -97,3 +100,11 @@ def text_tokenizer(tokenizer: Any) -> Any:
     backend.no_padding()
     backend.encode_special_tokens = True
     return backend
+
+
+def budget_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
+    """Tokens of each text by ``tokenizer`` (a ``tokenizers.Tokenizer``), without special tokens,
+    and at least one per :data:`MAX_CHARS_PER_TOKEN` characters: a word the tokenizer cannot read
+    (a 100k-character base64 run) is one unknown token to it, but thousands to an LLM."""
+    encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
+    return [max(len(e.ids), -(-len(t) // MAX_CHARS_PER_TOKEN)) for e, t in zip(encoded, texts)]

@@ -959,7 +959,6 @@ def exported(tmp_path_factory):
         ("tokenizer.json", lambda p: p.write_text("{}"), "is not the file lmk-rag wrote"),
         ("lmk_config.json", lambda p: p.write_text("[]"), "is not the file lmk-rag wrote"),
         ("model.safetensors", _random_bytes, "is not the file lmk-rag wrote"),  # between any sampled blocks
-        ("config.json", lambda p: p.unlink(), "has lost config.json"),
     ],
 )
 def test_a_damaged_model_folder_lmk_rag_wrote_is_one_clear_error(exported, tmp_path, name, damage, message):

@@ -120,8 +120,10 @@ def run_search(args: argparse.Namespace) -> int:
                     {
                         "id": h.id,
                         "score": h.score,
+                        "similarity": h.similarity,
                         "landmark": h.landmark,
                         "span": list(h.span),
+                        "landmark_span": list(h.landmark_span),
                         "passage": h.passage,
                         "metadata": h.metadata,
                     }
@@ -133,7 +135,10 @@ def run_search(args: argparse.Namespace) -> int:
         return 0
     tty = sys.stdout.isatty()
     for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {shown_id(hit.id)}  score {hit.score:.3f}  chars {hit.span[0]}-{hit.span[1]}")
+        print(
+            f"{rank}. {shown_id(hit.id)}  score {hit.score:.3f}  similarity {hit.similarity:.3f}  "
+            f"chars {hit.span[0]}-{hit.span[1]}"
+        )
         print("   " + _highlight(hit, tty))
     if not hits:
         print("no results")

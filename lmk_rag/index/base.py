@@ -59,9 +59,14 @@ class StoredDocument:
 class Hit:
     """A search result: the document, its score, and the landmark passage that matched best.
 
-    ``landmark_spans`` are the character spans of all the document's landmarks and
-    ``landmark_scores`` the query's similarity to each (None where the backend did not compute
-    them): what the context builder grows passages from (:mod:`lmk_rag.context`)."""
+    ``score`` ranks the hits of one search (in ``hybrid`` mode a fusion relative to the other hits:
+    the best is 1.0); ``similarity`` is on an absolute scale: the cosine of the query with the
+    document's best landmark (its MaxSim), comparable across queries, what thresholds use.
+    ``span`` is the character span of ``passage`` in ``text`` (the matched landmark widened by
+    ``neighbours``), ``landmark_span`` the matched landmark's own. ``landmark_spans`` are the
+    character spans of all the document's landmarks and ``landmark_scores`` the query's similarity
+    to each (None where the backend did not compute them): what the context builder grows passages
+    from (:mod:`lmk_rag.context`)."""
 
     id: str
     score: float
@@ -72,6 +77,8 @@ class Hit:
     passage: str
     landmark_spans: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
     landmark_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
+    landmark_span: tuple[int, int] = field(default=(0, 0), compare=False)
+    similarity: float = 0.0
 
 
 def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> list[dict[str, Any]]:
@@ -153,20 +160,23 @@ def make_hit(
     spans = doc.spans or [(0, len(doc.text))]
     landmark = min(landmark, len(spans) - 1)
     lo, hi = max(0, landmark - passage.neighbours), min(len(spans) - 1, landmark + passage.neighbours)
-    span = (spans[lo][0], spans[hi][1])
-    start, end = spans[landmark]
+    span = (int(spans[lo][0]), int(spans[hi][1]))
     if sims is not None and len(sims) != len(spans):
         sims = None  # vectors that do not match the stored spans name no landmark scores
+    # Without landmark scores the backend's score is the MaxSim itself (maxsim / prefetch / pooled).
+    similarity = float(np.max(sims)) if sims is not None and len(sims) else float(score)
     return Hit(
         doc.id,
         float(score),
         doc.text,
         doc.metadata,
         landmark,
-        (start, end),
+        span,
         doc.text[span[0] : span[1]],
         tuple((int(a), int(b)) for a, b in spans),
         None if sims is None else np.asarray(sims, dtype=np.float32),
+        (int(spans[landmark][0]), int(spans[landmark][1])),
+        similarity,
     )
 
 

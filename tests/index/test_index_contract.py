@@ -178,3 +178,18 @@ def test_an_index_used_after_close_says_so(make_index):
     for use in (lambda: idx.search("tides"), lambda: len(idx), lambda: idx.get(["tides"]), lambda: idx.context("x")):
         with pytest.raises(RuntimeError, match="was closed; open the index again"):
             use()
+
+
+def test_a_hits_span_is_its_passages_span_in_every_mode_and_width(make_index):
+    """hit.span is (start, end) of hit.passage in the stored text whatever the mode and neighbours
+    (it was the matched landmark's own span, narrower than the passage, #46 item 2)."""
+    idx = make_index()
+    text = " ".join(f"Sentence {i} tells of tides, bread and solar inverters in turn." for i in range(40))
+    idx.add([text, "A short note on kettles."], ids=["long", "short"])
+    for mode in idx.modes:
+        for neighbours in (0, 1, 3):
+            for hit in idx.search("solar inverters", k=2, mode=mode, neighbours=neighbours):
+                start, end = hit.span
+                assert hit.text[start:end] == hit.passage
+                assert start <= hit.landmark_span[0] <= hit.landmark_span[1] <= end
+                assert -1.0 <= hit.similarity <= 1.0 + 1e-5

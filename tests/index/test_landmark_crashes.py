@@ -32,11 +32,11 @@ _CRASH = textwrap.dedent(
     import os, pickle, signal, sys
     from lmk_rag import LMKEncoder
     from lmk_rag.index import QdrantIndex
-    from lmk_rag.index.qdrant import client_store, edge_files, edge_store
+    from lmk_rag.index.qdrant import client_store, edge_store, journal
 
     folder, target, when, action, data, backend = sys.argv[1:7]
     owner, method = target.split(".")
-    cls = {"FileJournal": edge_files.FileJournal, "MetaJournal": client_store.MetaJournal,
+    cls = {"FileJournal": journal.FileJournal, "MetaJournal": journal.MetaJournal,
            "EdgeStore": edge_store.EdgeStore, "ClientStore": client_store.ClientStore}[owner]
     original = getattr(cls, method)
 

@@ -243,3 +243,86 @@ def test_filters_speak_the_operators_langchain_users_write(backend, tmp_path):
             store.similarity_search("bread", k=3, filter=native)
     with pytest.raises(ValueError, match=r"unknown operator '\$regex'"):
         store.similarity_search("bread", filter={"source": {"$regex": "t.*"}})
+
+
+# ---------------------------------------------------------------- a new user's rough edges (#46 items 1, 4)
+async def test_an_async_rag_chain_runs_on_the_default_retriever():
+    """``chain.ainvoke`` on ``store.as_retriever()`` (search_type "context") raised "search_type of
+    context not allowed": the async twin was LangChain's, which knows only its own search types."""
+    from langchain_core.language_models.fake import FakeListLLM
+    from langchain_core.prompts import PromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+
+    store = LMKVectorStore(index=_sample_index())
+    retriever = store.as_retriever(search_kwargs={"max_tokens": 128})
+    seen = []
+
+    def join(docs: list[Document]) -> str:
+        seen.extend(docs)
+        return "\n\n".join(d.page_content for d in docs)
+
+    prompt = PromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
+    chain = {"context": retriever | join, "question": RunnablePassthrough()} | prompt | FakeListLLM(responses=["10-15"])
+    assert await chain.ainvoke("How long do solar inverters last?") == "10-15"
+    assert seen and seen[0].metadata["parent_id"] == "home_solar.md"
+    assert [d.page_content for d in await retriever.ainvoke("tides")] == [
+        d.page_content for d in retriever.invoke("tides")
+    ]
+    similar = store.as_retriever(search_type="similarity", search_kwargs={"k": 2})
+    assert [d.id for d in await similar.ainvoke("sourdough")] == [d.id for d in similar.invoke("sourdough")]
+
+
+def test_relevance_is_an_absolute_cosine_the_same_in_every_search_mode():
+    """The hybrid score is relative (the best hit is 1.0): mapped as a cosine it gave an unrelated
+    question relevances of 0.75. Relevance now is the best landmark's cosine in every mode."""
+    store = LMKVectorStore(index=_sample_index())
+    related = dict((d.id, r) for d, r in store.similarity_search_with_relevance_scores("sourdough starter hooch", k=5))
+    for mode in ("prefetch", "maxsim"):
+        again = dict(
+            (d.id, r)
+            for d, r in store.similarity_search_with_relevance_scores("sourdough starter hooch", k=5, search_mode=mode)
+        )
+        assert again == pytest.approx(related, abs=1e-5)
+    unrelated = store.similarity_search_with_relevance_scores("What is the capital of France?", k=3)
+    assert max(r for _, r in unrelated) < related["sourdough.md"] - 0.2
+    assert max(r for _, r in unrelated) < 0.5
+    kept = store.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.5, "k": 3}
+    ).invoke("What is the capital of France?")
+    assert kept == []
+
+
+def test_a_non_lmk_embedding_is_refused_and_from_texts_without_a_location_needs_no_extra(tmp_path):
+    """``from_texts(texts, DeterministicFakeEmbedding(16))`` built a 384-dimension index, silently
+    ignoring the embedding; with no location it needed qdrant-client (#46 item 3)."""
+    import builtins
+
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_lmk import LMKEmbeddings
+
+    with pytest.raises(TypeError, match="embedding must be an LMKEmbeddings"):
+        LMKVectorStore.from_texts(["x"], DeterministicFakeEmbedding(size=16))
+    real_import = builtins.__import__
+
+    def no_qdrant_client(name, *args, **kwargs):
+        if name.startswith("qdrant_client"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    builtins.__import__ = no_qdrant_client
+    try:
+        store = LMKVectorStore.from_texts(["Tides rise twice a day.", "Bread rises with yeast."], ids=["t", "b"])
+        assert store.similarity_search("tides", k=1)[0].id == "t"
+    finally:
+        builtins.__import__ = real_import
+    embeddings = LMKEmbeddings(model="sentence-transformers/all-MiniLM-L6-v2")
+    made = LMKVectorStore.from_texts(["Tides rise twice a day."], embeddings, ids=["t"], path=str(tmp_path / "idx"))
+    made.index.close()
+    again = LMKVectorStore.from_existing_collection(
+        "lmk", embeddings, path=str(tmp_path / "idx")
+    )  # langchain-qdrant's shape
+    assert again.similarity_search("tides", k=1)[0].id == "t"
+    again.index.close()
+    with pytest.raises(TypeError, match="embedding must be an LMKEmbeddings"):
+        LMKVectorStore.from_existing_collection("lmk", DeterministicFakeEmbedding(size=16), path=str(tmp_path / "idx"))

@@ -22,8 +22,11 @@ def passage_metadata(metadata: dict[str, Any], parent: str, span: tuple[int, int
 
 
 def hit_to_passage(hit: Hit) -> Document:
-    """The matched passage as content; parent id, span, landmark and score in metadata."""
-    meta = passage_metadata(hit.metadata, hit.id, hit.span, landmark=hit.landmark, score=hit.score)
+    """The matched passage as content; parent id, span (the passage's), landmark, score (the
+    search's rank score) and similarity (the best landmark's cosine, an absolute scale) in metadata."""
+    meta = passage_metadata(
+        hit.metadata, hit.id, hit.span, landmark=hit.landmark, score=hit.score, similarity=hit.similarity
+    )
     return Document(id=f"{hit.id}#{hit.landmark}", page_content=hit.passage, metadata=meta)
 
 

@@ -6,9 +6,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
@@ -43,6 +44,7 @@ class LMKVectorStore(VectorStore):
             raise InvalidInputError(f"search_mode must be one of {index.modes}, got {search_mode!r}")
         self.index = index
         self.search_mode = search_mode
+        self._scratch: Any = None  # from_texts' temporary folder, when it made one
 
     def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
         """A retriever that hands the LLM lmk-rag's context by default: the best passages within a
@@ -103,7 +105,21 @@ class LMKVectorStore(VectorStore):
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return lambda score: (score + 1.0) / 2.0  # cosine in [-1, 1] -> [0, 1]
+        """Relevance from a hit's ``similarity`` (its best landmark's cosine, an absolute scale),
+        as LangChain's cosine stores do: the cosine, negatives clipped to 0."""
+        return lambda similarity: min(1.0, max(0.0, similarity))
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Whole documents with a relevance in [0, 1] on an absolute scale (the best landmark's
+        cosine, whatever the search mode), so ``score_threshold`` means the same for every query;
+        ``similarity_search_with_score`` gives each search mode's rank score instead."""
+        filter = kwargs.pop("filter", None)
+        mode = kwargs.pop("search_mode", self.search_mode)
+        hits = self.index.search(query, k=k, filter=filter, mode=mode)
+        relevance = self._select_relevance_score_fn()
+        return [(hit_to_document(h), relevance(h.similarity)) for h in hits]
 
     def search_passages(
         self,
@@ -208,20 +224,27 @@ class LMKVectorStore(VectorStore):
     ) -> LMKVectorStore:
         """Build a store and add ``texts``, as langchain-qdrant's ``from_texts`` does: into ``index``,
         or a Qdrant index at ``path`` (embedded), ``url`` (a server; ``api_key``) or ``location``
-        (``":memory:"``, the default), collection ``collection_name``, encoding with ``embedding``'s
-        LMK encoder (an :class:`~langchain_lmk.LMKEmbeddings`) or the packaged model."""
+        (``":memory:"``, through qdrant-client), collection ``collection_name``. With none of them,
+        as Chroma's ``from_texts`` does, a throwaway store: an embedded index in a temporary folder,
+        removed when the store is garbage-collected (no extra needed). ``embedding``: an
+        :class:`~langchain_lmk.LMKEmbeddings` (its encoder is used) or None (the packaged model);
+        another embedding class is refused, since the store encodes with landmarks itself."""
         if kwargs:
             raise InvalidInputError(
                 f"from_texts got unknown arguments {sorted(kwargs)}; it takes index, path, url, api_key, location, "
                 "collection_name, search_mode"
             )
+        encoder = lmk_encoder_of(embedding)
+        scratch = None
         if index is None:
             from lmk_rag.index import QdrantIndex
 
-            encoder = getattr(embedding, "encoder", None)
             where = {"path": path, "url": url, "location": location}
             if all(v is None for v in where.values()):
-                where["location"] = ":memory:"
+                import tempfile
+
+                scratch = tempfile.TemporaryDirectory(prefix="lmk-rag-store-")
+                where["path"] = scratch.name
             index = QdrantIndex(
                 **{k: v for k, v in where.items() if v is not None},
                 api_key=api_key,
@@ -231,6 +254,7 @@ class LMKVectorStore(VectorStore):
         elif any(v is not None for v in (path, url, location, api_key)):
             raise InvalidInputError("give index= or path=/url=/location=, not both")
         store = cls(index=index, search_mode=search_mode)
+        store._scratch = scratch  # the temporary folder lives as long as the store
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
@@ -238,6 +262,7 @@ class LMKVectorStore(VectorStore):
     def from_existing_collection(
         cls,
         collection_name: str = "lmk",
+        embedding: Embeddings | None = None,
         *,
         path: str | None = None,
         url: str | None = None,
@@ -245,13 +270,16 @@ class LMKVectorStore(VectorStore):
         search_mode: SearchMode | None = None,
     ) -> LMKVectorStore:
         """The store over a Qdrant collection lmk-rag wrote before (``path``: embedded; ``url``: a
-        server), opened with the encoder its fingerprint records. A collection that does not exist,
-        or that lmk-rag did not write, is refused with what was found."""
+        server), langchain-qdrant's shape: ``from_existing_collection(name, embedding, path=...)``.
+        Opened with the encoder its fingerprint records; an ``embedding`` given
+        (:class:`~langchain_lmk.LMKEmbeddings`) must be that encoder, another class is refused.
+        A collection that does not exist, or that lmk-rag did not write, is refused with what was found."""
         from lmk_rag import LMKEncoder
         from lmk_rag.errors import IndexNotFoundError
         from lmk_rag.index import QdrantIndex
         from lmk_rag.index.uri import parse_index_uri, read_fingerprint
 
+        given = lmk_encoder_of(embedding)
         if (path is None) == (url is None):
             raise InvalidInputError("give one of path= (an embedded index folder) or url= (a Qdrant server)")
         uri = parse_index_uri(f"qdrant:{path}" if path is not None else f"qdrant+{url}")
@@ -261,9 +289,27 @@ class LMKVectorStore(VectorStore):
                 f"no lmk-rag collection {collection_name!r} at {path or url}; create it with "
                 "LMKVectorStore.from_texts(..., path=/url=) or `lmk-rag ingest`"
             )
-        encoder = LMKEncoder(**stored.encoder_settings())
+        encoder = given or LMKEncoder(**stored.encoder_settings())  # a given encoder is checked on open
         where: dict[str, Any] = {"path": path} if path is not None else {"url": url, "api_key": api_key}
         return cls(index=QdrantIndex(**where, collection=collection_name, encoder=encoder), search_mode=search_mode)
+
+
+def lmk_encoder_of(embedding: object) -> Any:
+    """The LMKEncoder behind ``embedding`` (an LMKEmbeddings), None for None; any other embedding is
+    refused: the store encodes documents and queries with landmarks itself, so its vectors would be
+    silently ignored."""
+    from lmk_rag import LMKEncoder
+
+    if embedding is None:
+        return None
+    encoder = getattr(embedding, "encoder", None)
+    if not isinstance(encoder, LMKEncoder):
+        raise InvalidTypeError(
+            f"embedding must be an LMKEmbeddings (or None for the packaged model), got {type(embedding).__name__}: "
+            "LMKVectorStore encodes whole documents with landmarks itself, so another embedding's vectors would "
+            "be ignored; pass LMKEmbeddings(model=...) to choose the model"
+        )
+    return encoder
 
 
 def _new_id() -> str:
@@ -287,6 +333,17 @@ class LMKStoreRetriever(VectorStoreRetriever):
     ) -> list[Document]:
         if self.search_type != "context":
             return super()._get_relevant_documents(query, run_manager=run_manager, **kwargs)
+        return self._context(query, **kwargs)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        """The async twin (``ainvoke``, async chains): the same context, built in an executor thread."""
+        if self.search_type != "context":
+            return await super()._aget_relevant_documents(query, run_manager=run_manager, **kwargs)
+        return await run_in_executor(None, self._context, query, **kwargs)
+
+    def _context(self, query: str, **kwargs: Any) -> list[Document]:
         search = {**self.search_kwargs, **kwargs}
         _check_context_kwargs(search)
         store = self.vectorstore

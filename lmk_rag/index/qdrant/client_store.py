@@ -11,6 +11,7 @@ from typing import Any
 from ...errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
 from ...types import Fingerprint
 from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
+from .journal import MetaJournal
 from .layout import (
     BM25,
     BM25_SETTINGS,
@@ -455,35 +456,6 @@ class ClientStore:
     def close(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         self.client.close()
-
-
-class MetaJournal:
-    """The landmark journal of a server collection (see
-    :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`): a point of ``<collection>__lmk_meta``,
-    written (``wait=True``) before a write and emptied after it."""
-
-    def __init__(self, client: Any, meta_collection: str) -> None:
-        self.client, self.meta, self.id = client, meta_collection, point_id("landmarks-pending")
-
-    def pending(self) -> list[str]:
-        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
-        points = self.client.retrieve(self.meta, ids=[self.id], with_payload=True)
-        listed = (points[0].payload or {}).get("documents") if points else None
-        return [str(x) for x in listed] if isinstance(listed, list) else []
-
-    def mark(self, doc_points: list[str]) -> None:
-        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
-        self._write(sorted(set(self.pending()) | set(doc_points)))
-
-    def clear(self) -> None:
-        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
-        self._write([])
-
-    def _write(self, documents: list[str]) -> None:
-        from qdrant_client import models
-
-        point = models.PointStruct(id=self.id, vector=[1.0], payload={"documents": documents})
-        self.client.upsert(self.meta, points=[point], wait=True)
 
 
 class _ClientFilters:

@@ -204,38 +204,3 @@ def _edge() -> Any:
 def landmark_shard_dir(folder: Path, collection: str) -> Path:
     """Where the collection's landmark index lives: a second shard beside the collection's."""
     return folder / f"{collection}.landmarks"
-
-
-class FileJournal:
-    """The landmark journal of an embedded collection (see
-    :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`): ``PATH/<collection>.landmarks.pending``,
-    written atomically and synced before a write, removed after it."""
-
-    def __init__(self, folder: Path, collection: str) -> None:
-        self.path = folder / f"{collection}.landmarks.pending"
-
-    def pending(self) -> list[str]:
-        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
-        try:
-            listed = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError):
-            return ["*"]  # a list a crash cut short: every document may be concerned
-        if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-            return ["*"]
-        return listed
-
-    def mark(self, doc_points: list[str]) -> None:
-        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
-        listed = sorted(set(self.pending()) | set(doc_points)) if self.path.exists() else list(doc_points)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(listed, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-
-    def clear(self) -> None:
-        """See :class:`~lmk_rag.index.qdrant.store.LandmarkJournal`."""
-        self.path.unlink(missing_ok=True)

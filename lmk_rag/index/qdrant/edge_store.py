@@ -26,7 +26,6 @@ from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdr
 from ..space import check_free_space
 from .edge_files import (
     SHARD_MARKER,
-    FileJournal,
     damaged,
     holds_edge_index,
     is_damage,
@@ -36,6 +35,7 @@ from .edge_files import (
     write_meta,
 )
 from .edge_filters import EdgeFilters, from_client_filter
+from .journal import FileJournal
 from .layout import (
     BM25,
     BM25_SETTINGS,

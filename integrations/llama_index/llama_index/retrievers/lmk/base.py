@@ -96,7 +96,9 @@ def llm_view(node: TextNode) -> TextNode:
 
 def hit_to_node(hit: Hit) -> NodeWithScore:
     """A search hit as a LlamaIndex node: the passage, its document's metadata and SOURCE
-    relationship, ``start_char_idx``/``end_char_idx`` of the passage."""
+    relationship, ``start_char_idx``/``end_char_idx`` of the passage; the score is the hit's
+    ``similarity`` (its best landmark's cosine: an absolute scale, so ``similarity_cutoff`` means
+    the same for every query and search mode)."""
     node = TextNode(
         id_=f"{hit.id}#{hit.landmark}",
         text=hit.passage,
@@ -105,7 +107,7 @@ def hit_to_node(hit: Hit) -> NodeWithScore:
         end_char_idx=hit.span[1],
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.id)},
     )
-    return NodeWithScore(node=llm_view(node), score=hit.score)
+    return NodeWithScore(node=llm_view(node), score=hit.similarity)
 
 
 def passage_to_node(passage: Passage, source: str | None = None, offset: int = 0) -> NodeWithScore:
