@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 from importlib.metadata import version
@@ -159,3 +160,72 @@ def test_no_message_prints_a_password_whatever_it_holds(password, tmp_path):
             printed = out.stdout + out.stderr
             assert out.returncode != 0 and password not in printed, printed
             assert not any(f":{part}" in printed or f"{part}@" in printed for part in secret_parts), printed
+
+
+# ---------------------------------------------------------------- a new user's CLI papercuts (#46 item 6)
+def _example_lines() -> list[tuple[str, str]]:
+    """Every `lmk-rag ...` line of the -h epilogs and of the README's and docs' code blocks."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    lines = [(f"lmk-rag {name} -h", line.strip()) for name, c in _commands().items() for line in c.epilog.splitlines()]
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", text, flags=re.S):
+            joined = block.replace("\\\n", " ")
+            lines += [(page.name, line.strip()) for line in joined.splitlines()]
+    return [(where, line) for where, line in lines if line.startswith("lmk-rag ")]
+
+
+def test_every_cli_example_in_the_help_and_the_docs_parses():
+    """Each example's options exist for its command (a wrong one would be a usage error)."""
+    import shlex
+
+    parser = build_parser()
+    examples = _example_lines()
+    assert len(examples) > 40
+    for where, line in examples:
+        words = shlex.split(line, comments=True)[1:]
+        words = [w for w in words if w != "[--json]"]
+        try:
+            parser.parse_args(words)
+        except SystemExit:
+            pytest.fail(f"{where}: `{line}` does not parse")
+
+
+def test_verbose_goes_after_the_command_too_and_search_shows_only_the_settings_it_uses(tmp_path):
+    index = f"qdrant:{tmp_path / 'idx'}"
+    assert run_cli("ingest", str(CORPUS), "--index", index, "--no-progress").returncode == 0
+    out = run_cli("search", "tides", "--index", index, "-v")
+    assert out.returncode == 0 and "existing; encoder settings from the index" in out.stderr
+    text = _commands()["search"].format_help()
+    assert "--device" in text and "--backend" in text
+    assert "--pooling" not in text and "--granularity" not in text and "--model" not in text
+    assert "--model" in _commands()["ingest"].format_help()
+    assert "docs/guides/ray.md" in _commands()["ingest"].format_help()
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback_and_logs_get_no_progress_escapes(tmp_path):
+    index = f"qdrant:{tmp_path / 'idx'}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with open(tmp_path / "log", "w") as log:
+        ingest = subprocess.run(
+            [sys.executable, "-m", "lmk_rag.cli", "ingest", str(CORPUS), "--index", index],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    assert ingest.returncode == 0
+    logged = (tmp_path / "log").read_text()
+    assert "\r" not in logged and "\x1b[" not in logged and "%|" not in logged
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lmk_rag.cli", "search", "tides", "--index", index, "-k", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    proc.stdout.close()  # as `| head -0` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -37,7 +37,7 @@ def add_parser(command: Command) -> None:
     cp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     info = command("info", run_info, EXAMPLE_INFO, help="the index's encoder fingerprint and counts")
-    add_index_options(info)
+    add_index_options(info, runtime_only=True)
     info.add_argument("--json", action="store_true", help="machine-readable output")
 
 

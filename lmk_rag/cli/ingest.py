@@ -49,9 +49,7 @@ def add_parser(command: Command) -> None:
     ing.add_argument("--batch-docs", type=int, default=16, help="documents encoded and written together")
     ing.add_argument("--no-progress", action="store_true", help="no progress bars")
     ing.add_argument("--json", action="store_true", help="print the summary as JSON (counts, failed and ignored files)")
-    ray = ing.add_argument_group(
-        "Ray (pip install 'lmk-rag[ray]')", "encode on a Ray cluster: see the README, Ingesting at scale"
-    )
+    ray = ing.add_argument_group("Ray (pip install 'lmk-rag[ray]')", "encode on a Ray cluster: see docs/guides/ray.md")
     ray.add_argument("--ray", action="store_true", help="read and encode in a Ray Data actor pool")
     ray.add_argument(
         "--ray-address",

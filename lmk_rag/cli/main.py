@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -34,9 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    # -v after the command too (``lmk-rag search q -v``); SUPPRESS keeps one given before it.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="as lmk-rag -v")
+
     def command(name: str, run: Handler, example: str, **kwargs: Any) -> argparse.ArgumentParser:
         sub = subparsers.add_parser(
-            name, epilog=example, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+            name,
+            epilog=example,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            parents=[verbose],
+            **kwargs,
         )
         sub.set_defaults(run=run)
         return sub
@@ -64,10 +73,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.setFormatter(_RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     if args.verbose:
         logger.setLevel(logging.INFO)
+    if not sys.stderr.isatty():  # progress bars' cursor escapes do not belong in a log file
+        for name, off in (("no_progress", True), ("show_progress", False)):
+            if hasattr(args, name):
+                setattr(args, name, off)
     try:
         args.argv = [redact_uri(a) for a in argv]  # eval records the command line in its report
         status: int = args.run(args)
+        sys.stdout.flush()  # inside the try: a reader that left is met here, not at exit
         return status
+    except BrokenPipeError:  # the reader left (``lmk-rag info | head -3``): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print(f"lmk-rag {args.command}: interrupted; run it again to resume", file=sys.stderr)
         return 130

@@ -18,7 +18,7 @@ EXAMPLE_MERGE = """examples:
   lmk-rag merge lmk-rag/all-MiniLM-L6-v2-lmk-v4 --weights 0.75 --base-weight 0.25 --output softer"""
 EXAMPLE_TRAIN = """examples:
   lmk-rag train --texts my_docs/ --output my-lmk-model --steps 200   # pip install 'lmk-rag[train]'
-  lmk-rag search "a question" --model my-lmk-model --index qdrant:./my_index"""
+  lmk-rag ingest docs/ --model my-lmk-model --index qdrant:./my_index   # then search it as usual"""
 
 
 def add_parser(command: Command) -> None:

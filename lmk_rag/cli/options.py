@@ -54,12 +54,19 @@ def granularity_option(text: str) -> int | str | list[int] | None:
     return ks[0] if len(ks) == 1 else ks
 
 
-def add_encoder_options(p: argparse.ArgumentParser, *, exclude: Sequence[str] = ()) -> None:
+def add_encoder_options(p: argparse.ArgumentParser, *, exclude: Sequence[str] = (), runtime_only: bool = False) -> None:
     """One ``--option`` per :class:`EncoderSettings` field marked ``cli``; an option not given
-    leaves the setting to the index, the model folder or the default, in that order."""
-    group = p.add_argument_group("encoder settings (default: the index's, else the model folder's, else built-in)")
+    leaves the setting to the index, the model folder or the default, in that order.
+    ``runtime_only``: only the settings that do not change the vectors (device, precision,
+    backend, batching), for commands that use the index's own encoder."""
+    title = (
+        "how to run the index's encoder (its model and settings come from the index)"
+        if runtime_only
+        else "encoder settings (default: the index's, else the model folder's, else built-in)"
+    )
+    group = p.add_argument_group(title)
     for f, hint in setting_fields():
-        if not f.metadata["cli"] or f.name in exclude:
+        if not f.metadata["cli"] or f.name in exclude or (runtime_only and f.metadata["fingerprint"]):
             continue
         kwargs: dict[str, Any] = {
             "dest": f.name,
@@ -125,12 +132,13 @@ def add_quantization_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_index_options(p: argparse.ArgumentParser) -> None:
-    """``--index URI`` plus every encoder option."""
+def add_index_options(p: argparse.ArgumentParser, *, runtime_only: bool = False) -> None:
+    """``--index URI`` plus the encoder options (``runtime_only``: those that do not change vectors,
+    for commands that read an existing index)."""
     from ..index.uri import URI_HELP
 
     p.add_argument("--index", default="qdrant:./lmk_index", help=URI_HELP + " (default qdrant:./lmk_index)")
-    add_encoder_options(p)
+    add_encoder_options(p, runtime_only=runtime_only)
 
 
 def open_index_of(args: argparse.Namespace, must_exist: bool) -> Any:

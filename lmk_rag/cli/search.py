@@ -24,12 +24,12 @@ def add_parser(command: Command) -> None:
     """The ``search`` command and its options."""
     se = command("search", run_search, EXAMPLE_SEARCH, help="ranked documents with the matched passage")
     se.add_argument("query", help="the question or keywords to search for")
-    add_index_options(se)
+    add_index_options(se, runtime_only=True)
     se.add_argument(
         "-k",
         type=int,
         default=None,
-        help="documents to return (default 5); with --context, documents searched (default 10)",
+        help="documents to return (default 5); with --context, the documents the passages are drawn from (default 10)",
     )
     se.add_argument(
         "--context",
