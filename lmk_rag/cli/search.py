@@ -154,7 +154,7 @@ def run_context(args: argparse.Namespace) -> int:
     check_max_tokens(args.context)  # before the model loads
     index = open_index_of(args, must_exist=True)
     try:
-        passages = index.context(args.query, args.context, k=args.k, where=args.filter, mode=args.mode)
+        passages = index.context(args.query, args.context, k=args.k, filter=args.filter, mode=args.mode)
     finally:
         index.close()
     if args.json:

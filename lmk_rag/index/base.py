@@ -180,6 +180,20 @@ def make_hit(
     )
 
 
+#: Arguments renamed so that one name means one thing everywhere: the old name -> the new.
+RENAMED_ARGUMENTS = {"where": "filter"}
+
+
+def refuse_renamed(method: str, given: Mapping[str, object]) -> None:
+    """Refuse keyword arguments a method does not take, naming the new name of a renamed one."""
+    for name in given:
+        if name in RENAMED_ARGUMENTS:
+            raise InvalidTypeError(
+                f"{method}() takes {RENAMED_ARGUMENTS[name]}= (formerly {name}=); rename the argument"
+            )
+        raise InvalidTypeError(f"{method}() got an unexpected keyword argument {name!r}")
+
+
 class MultiVectorIndex(ABC):
     """Methods shared by every backend; subclasses store and query."""
 
@@ -354,22 +368,24 @@ class MultiVectorIndex(ABC):
         max_tokens: int = 512,
         *,
         k: int | None = None,
-        where: FilterArg = None,
+        filter: FilterArg = None,
         mode: SearchMode | None = None,
         token_counter: Callable[[str], int] | None = None,
         rule: ContextRule | None = None,
+        **renamed: object,
     ) -> list[Passage]:
         """The passages, best first, to hand an LLM for ``query`` within ``max_tokens`` tokens.
 
-        The ``k`` best documents (default :data:`~lmk_rag.context.CONTEXT_DOCUMENTS`; ``where`` and
+        The ``k`` best documents (default :data:`~lmk_rag.context.CONTEXT_DOCUMENTS`; ``filter`` and
         ``mode`` as in :meth:`search`) are searched, and passages are grown from their landmark
         scores (:mod:`lmk_rag.context`): each has the document ``id``, its character ``span`` into
         the stored text, the ``text``, a ``score`` and its ``tokens``. Tokens are counted by the
         encoder's tokenizer, or by ``token_counter`` (``str -> int``, e.g. your LLM's tokenizer);
         their sum never exceeds ``max_tokens``. An empty index gives an empty list."""
+        refuse_renamed("context", renamed)
         budget = check_max_tokens(max_tokens)  # before the query is encoded
         counter = token_counter_of(self.encoder, token_counter)
-        hits = self.search(query, k=CONTEXT_DOCUMENTS if k is None else k, filter=where, mode=mode, passage="region")
+        hits = self.search(query, k=CONTEXT_DOCUMENTS if k is None else k, filter=filter, mode=mode, passage="region")
         return build_context(query, hits, budget, counter, rule)
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
@@ -410,10 +426,11 @@ class MultiVectorIndex(ABC):
             if offset is None:
                 return
 
-    def ids(self, where: FilterArg = None) -> list[str]:
-        """Every document id in the index, or those whose metadata match ``where`` (a filter as in
+    def ids(self, filter: FilterArg = None, **renamed: object) -> list[str]:
+        """Every document id in the index, or those whose metadata match ``filter`` (as in
         :meth:`search`)."""
-        parsed = self._check_filter(where)
+        refuse_renamed("ids", renamed)
+        parsed = self._check_filter(filter)
         with self._backend():
             return self._ids(parsed)
 

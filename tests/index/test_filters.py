@@ -88,7 +88,7 @@ def test_every_backend_gives_the_reference_answer(catalogue):
             found = {h.id for h in catalogue.search("catalogue notes", k=10, filter=where, mode=mode)}
             assert found == expected, (where, mode)
         assert set(catalogue.ids(where)) == expected, where
-    assert {p.id for p in catalogue.context("catalogue", 256, where={"lang": {"$in": ["de"]}})} == {"b", "e"}
+    assert {p.id for p in catalogue.context("catalogue", 256, filter={"lang": {"$in": ["de"]}})} == {"b", "e"}
     assert sorted(catalogue.ids()) == sorted(DOCS)
 
 

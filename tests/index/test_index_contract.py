@@ -143,7 +143,7 @@ def test_context_fits_the_budget_and_maps_back_to_the_stored_text(index):
 
 
 def test_context_filters_counts_with_the_users_counter_and_handles_edges(index, make_index):
-    only = index.context("tides and the moon", 128, where={"topic": "sourdough"})
+    only = index.context("tides and the moon", 128, filter={"topic": "sourdough"})
     assert only and {p.id for p in only} == {"sourdough.md"}
     words = index.context("tides and the moon", 50, token_counter=lambda s: len(s.split()))
     assert sum(len(p.text.split()) for p in words) <= 50 and words[0].id == "tides.md"
@@ -193,3 +193,16 @@ def test_a_hits_span_is_its_passages_span_in_every_mode_and_width(make_index):
                 assert hit.text[start:end] == hit.passage
                 assert start <= hit.landmark_span[0] <= hit.landmark_span[1] <= end
                 assert -1.0 <= hit.similarity <= 1.0 + 1e-5
+
+
+def test_one_name_for_the_filter_everywhere_and_the_old_one_says_the_new(make_index):
+    """search, context and ids all take filter= (context and ids took where=, #46 item 7)."""
+    index = make_index()
+    index.add(["Tides and the moon.", "Bread and yeast."], ids=["t", "b"], metadatas=[{"n": 1}, {"n": 2}])
+    assert index.ids(filter={"n": 1}) == ["t"] == index.ids({"n": 1})
+    assert {p.id for p in index.context("tides", 128, filter={"n": 2})} == {"b"}
+    for call in (lambda: index.context("tides", 128, where={"n": 2}), lambda: index.ids(where={"n": 1})):
+        with pytest.raises(TypeError, match=r"takes filter= \(formerly where=\)"):
+            call()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'wher'"):
+        index.ids(wher={"n": 1})

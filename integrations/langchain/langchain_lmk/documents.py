@@ -47,5 +47,5 @@ def context_documents(
 ) -> list[Document]:
     """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``,
     from the ``max(k, CONTEXT_DOCUMENTS)`` best documents (what both LangChain retrievers return)."""
-    passages = index.context(query, max_tokens, k=max(k, CONTEXT_DOCUMENTS), where=filter, mode=mode)
+    passages = index.context(query, max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=filter, mode=mode)
     return [passage_to_document(p) for p in passages[:k]]

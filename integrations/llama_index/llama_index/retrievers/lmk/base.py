@@ -170,7 +170,7 @@ class LMKRetriever(BaseRetriever):
                 query_bundle.query_str,
                 self.max_tokens,
                 k=max(self.similarity_top_k, CONTEXT_DOCUMENTS),
-                where=self.filters,
+                filter=self.filters,
                 mode=self.search_mode,
             )
             return [passage_to_node(p) for p in passages]

@@ -226,7 +226,7 @@ class LMKVectorStore(BasePydanticVectorStore):
         k = max(1, query.similarity_top_k)
         if self.mode == "context":
             passages = self._index.context(
-                query.query_str, self.max_tokens, k=max(k, CONTEXT_DOCUMENTS), where=where, mode=mode
+                query.query_str, self.max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=where, mode=mode
             )
             found = [passage_to_node(p) for p in passages[:k]]
         else:
