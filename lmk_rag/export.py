@@ -157,6 +157,8 @@ def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector:
             # lmk-rag's windows (LMKEncoder reads them back, so the folder gives the same vectors).
             "lmk_window_length": encoder.max_length,
             "lmk_window_overlap": encoder.window_overlap,
+            # The pooled format reproduces those windows itself; multi-vector rows stay one per text.
+            "window_long_texts": not multi_vector and encoder.pooling == "lmk" and encoder.layout == "lmk",
         },
     )
     head: dict[str, Any]

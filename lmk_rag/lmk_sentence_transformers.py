@@ -14,13 +14,19 @@ landmark states (``pooling_mode="lmk"``), of all tokens (``"mean"``) or the firs
 with ``landmark_weights="tokens"`` each landmark state weighs as much as its chunk's content
 tokens (at least 1), as lmk-rag's ``LMKEncoder(landmark_weights="tokens")`` reads it.
 
-Longer texts than ``max_seq_length``: lmk-rag encodes them whole in overlapping windows; these
-modules keep the content tokens that fit (whole chunks, each with its landmark) and log a
-warning naming how many tokens were dropped, which equals ``LMKEncoder(..., max_tokens=N)``.
+Long texts: with ``window_long_texts`` (what ``format="sentence-transformers"`` exports of
+LMK-pooled models record) a text longer than ``lmk_window_length`` is encoded whole in windows of
+whole chunks, as lmk-rag does: each window starts with CLS, neighbouring windows share
+``lmk_window_overlap`` chunks, and each landmark is taken from the window where it sits most
+centrally; the pooled vector is the mean over all of them, so the folder gives lmk-rag's vectors at
+any length. Otherwise (the multi-vector format, mean or CLS pooling) a text longer than
+``max_seq_length`` keeps the content tokens that fit (whole chunks, each with its landmark) and a
+warning names how many tokens were dropped, which equals ``LMKEncoder(..., max_tokens=N)``.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import random
 from typing import Any
@@ -62,6 +68,7 @@ class LMKTransformer(InputModule):
         "layout",
         "lmk_window_length",
         "lmk_window_overlap",
+        "window_long_texts",
     ]
     save_in_root = True
 
@@ -75,6 +82,7 @@ class LMKTransformer(InputModule):
         layout: str = "lmk",
         lmk_window_length: int | None = None,
         lmk_window_overlap: int | None = None,
+        window_long_texts: bool = False,
         model_kwargs: dict[str, Any] | None = None,
         processor_kwargs: dict[str, Any] | None = None,
         **_: Any,
@@ -94,6 +102,7 @@ class LMKTransformer(InputModule):
         self.layout = layout
         # lmk-rag's window for long texts, kept for LMKEncoder (this module truncates at max_seq_length).
         self.lmk_window_length, self.lmk_window_overlap = lmk_window_length, lmk_window_overlap
+        self.window_long_texts = bool(window_long_texts) and layout == "lmk" and bool(lmk_window_length)
         tok = self.tokenizer
         if lmk_token_id is None:
             lmk_token_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
@@ -126,11 +135,19 @@ class LMKTransformer(InputModule):
         encodings = self._text_tokenizer.encode_batch(texts, add_special_tokens=False)
         prefix = [] if self.cls_token_id is None else [self.cls_token_id]
         trailing = 1 if self.layout == "sentence-transformers" else 0
-        rows, landmarks = [], []
+        rows, landmarks, owners = [], [], []
         dropped = 0
-        for enc in encodings:
+        for text_index, enc in enumerate(encodings):
             k = self._interval()
             ids = list(enc.ids)
+            chunks = [ids[start : start + k] for start in range(0, max(len(ids), 1), k)]
+            window = self.lmk_window_length if self.window_long_texts else None
+            if window is not None and len(prefix) + sum(len(c) + 1 for c in chunks) > window:
+                for seq, marks, sizes in _windows(chunks, prefix, self.lmk_token_id, window, self.lmk_window_overlap):
+                    rows.append(seq)
+                    landmarks.append((marks, sizes))
+                    owners.append(text_index)
+                continue
             keep = content_capacity(self.max_seq_length, k, len(prefix), trailing)
             if len(ids) > keep:
                 dropped += len(ids) - keep
@@ -149,6 +166,7 @@ class LMKTransformer(InputModule):
                 seq.append(self.lmk_token_id)
             rows.append(seq)
             landmarks.append((marks, sizes))
+            owners.append(text_index)
         if dropped:
             logger.warning(
                 "%d tokens beyond max_seq_length=%d were dropped; lmk-rag's LMKEncoder encodes long texts "
@@ -166,12 +184,15 @@ class LMKTransformer(InputModule):
             attention_mask[i, : len(seq)] = 1  # from lengths: pad may equal the landmark id
             lmk_mask[i, marks] = True
             lmk_tokens[i, marks] = torch.tensor(sizes, dtype=torch.float32)
-        return {
+        features = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
             "lmk_mask": lmk_mask,
             "lmk_tokens": lmk_tokens,
         }
+        if len(rows) != len(texts):  # windows: which text each row belongs to, for the pooling
+            features["lmk_text"] = torch.tensor(owners, dtype=torch.long)
+        return features
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Run the encoder; adds ``token_embeddings``."""
@@ -217,6 +238,49 @@ class LMKTransformer(InputModule):
         return cls(folder, **config, model_kwargs=model_kwargs, processor_kwargs=processor_kwargs)
 
 
+def _windows(
+    chunks: list[list[int]], prefix: list[int], lmk: int, window: int, overlap: int | None
+) -> list[tuple[list[int], list[int], list[int]]]:
+    """One long text's windows, as lmk-rag lays them (``lmk_rag.landmarks.plan_windows`` and
+    ``assign_landmarks``): whole chunks, at most ``window`` positions with the CLS ``prefix``,
+    ``overlap`` chunks shared, each landmark owned by the window where it sits most centrally (in
+    tokens; ties to the first). Returns (ids, owned landmark positions, their content tokens)."""
+    lengths = [len(c) + 1 for c in chunks]
+    capacity = window - len(prefix)
+    if max(lengths) > capacity:
+        raise ValueError(f"a chunk of {max(lengths) - 1} tokens does not fit a window of {window}")
+    cum = [0]
+    for n in lengths:
+        cum.append(cum[-1] + n)
+    plan, a = [], 0
+    while True:
+        b = max(a + 1, min(len(lengths), bisect.bisect_right(cum, cum[a] + capacity) - 1))
+        plan.append((a, b))
+        if b >= len(lengths):
+            break
+        a = max(a + 1, b - (overlap or 0))
+    owner = []
+    for c in range(len(lengths)):
+        best, best_w = -1, -1
+        for w, (a, b) in enumerate(plan):
+            if a <= c < b:
+                centrality = min(cum[c] - cum[a], cum[b] - cum[c + 1])
+                if centrality > best:
+                    best, best_w = centrality, w
+        owner.append(best_w)
+    out = []
+    for w, (a, b) in enumerate(plan):
+        seq, marks, sizes = list(prefix), [], []
+        for c in range(a, b):
+            seq.extend(chunks[c])
+            if owner[c] == w:
+                marks.append(len(seq))
+                sizes.append(max(len(chunks[c]), 1))
+            seq.append(lmk)
+        out.append((seq, marks, sizes))
+    return out
+
+
 class LMKPooling(Module):
     """Mean of the landmark states, equal or token-weighted (or of all tokens, or the first
     token) -> sentence_embedding."""
@@ -253,7 +317,18 @@ class LMKPooling(Module):
             else:
                 mask = features["lmk_mask"]
             weights = mask.to(states.dtype).unsqueeze(-1)
-            pooled = (states * weights).sum(1) / weights.sum(1).clamp(min=1)
+            owners = features.get("lmk_text")
+            if owners is None:
+                pooled = (states * weights).sum(1) / weights.sum(1).clamp(min=1)
+            else:  # a long text's windows: the mean over all its landmarks, each counted once
+                if self.pooling_mode != "lmk":
+                    raise ValueError("texts encoded in windows are pooled from their landmarks: use pooling_mode='lmk'")
+                n = int(owners.max()) + 1
+                sums = torch.zeros(n, states.shape[-1], dtype=states.dtype, device=states.device)
+                totals = torch.zeros(n, 1, dtype=states.dtype, device=states.device)
+                sums.index_add_(0, owners, (states * weights).sum(1))
+                totals.index_add_(0, owners, weights.sum(1))
+                pooled = sums / totals.clamp(min=1)
         if self.normalize:
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
         features["sentence_embedding"] = pooled

@@ -390,3 +390,18 @@ def test_layout_is_recorded_and_a_fingerprint_without_it_does_not_match(encoder)
     assert encoder.fingerprint.differences(unrecorded) == ["layout: 'lmk' != None"]
     st = LMKEncoder(device="cpu", layout="sentence-transformers")
     assert any("layout" in d for d in st.fingerprint.differences(encoder.fingerprint))
+
+
+def test_the_sentence_transformers_export_reproduces_lmk_rags_windows(tmp_path, bert_tokenizer):
+    """The packaged model encodes in 256-token windows; the export kept max_seq_length 512 and
+    truncated, so texts between 256 and 512 tokens got other vectors (min cosine 0.991, #46 item 9)
+    and longer ones lost their end. It now windows as lmk-rag does, at every length."""
+    from sentence_transformers import SentenceTransformer
+
+    enc = LMKEncoder(device="cpu")
+    folder = enc.save(tmp_path / "st", format="sentence-transformers")
+    st = SentenceTransformer(str(folder), trust_remote_code=True, device="cpu")
+    texts = [text_of(bert_tokenizer, n) for n in (10, 300, 480, 2000)]
+    got = cosines(st.encode(texts, batch_size=3), enc.encode(texts))
+    assert got.min() >= 0.9999, got
+    assert cosines(st.encode(texts[3:]), enc.encode(texts[3:])).min() >= 0.9999  # alone, not only in a batch
