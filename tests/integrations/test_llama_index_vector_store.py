@@ -82,7 +82,8 @@ def test_documents_go_in_whole_through_the_default_splitter_and_passages_come_ou
     assert stored[parent].text[top.start_char_idx : top.end_char_idx] == top.get_content()
     assert top.metadata["file_name"] == "home_solar.md"
     llm_text = top.get_content(metadata_mode=MetadataMode.LLM)
-    assert "file_path" not in llm_text and "ref_doc_id" not in llm_text and "file_size" not in llm_text
+    assert "file_path: " in llm_text  # as SimpleDirectoryReader shows it, so the LLM can cite the file
+    assert "ref_doc_id" not in llm_text and "file_size" not in llm_text and "file_name" not in llm_text
 
     again = SimpleDirectoryReader(str(CORPUS)).load_data()  # new random ids for the same files
     _build(store, again)
@@ -233,3 +234,36 @@ def test_pages_of_one_pdf_never_replace_one_another_added_together_or_one_by_one
     store.clear()
     _build(store, pages)
     assert one_by_one == sorted(store.index.ids()) == [f"/d/manual.pdf#page={i}" for i in range(1, 5)]
+
+
+# ---------------------------------------------------------------- LlamaIndex habits (#46 item 5)
+def test_mmr_mode_returns_relevant_and_diverse_documents(make_store):
+    store = make_store()
+    docs = SimpleDirectoryReader(str(CORPUS)).load_data()
+    index = _build(store, docs, transformations=[])  # documents go in whole: no splitter needed
+    retriever = index.as_retriever(
+        similarity_top_k=3, vector_store_query_mode="mmr", vector_store_kwargs={"mmr_threshold": 0.5}
+    )
+    nodes = retriever.retrieve("How long do solar inverters last?")
+    parents = [n.node.relationships[NodeRelationship.SOURCE].node_id for n in nodes]
+    assert len(nodes) == 3 and len(set(parents)) == 3 and parents[0].endswith("home_solar.md")
+    with pytest.raises(ValueError, match="mmr_threshold must be a number in"):
+        index.as_retriever(vector_store_query_mode="mmr", vector_store_kwargs={"mmr_threshold": 2}).retrieve("x")
+
+
+def test_settings_embed_model_works_and_says_once_that_the_chunk_encoding_was_for_nothing(make_store, caplog):
+    from llama_index.core import Settings
+    from llama_index.embeddings.lmk import LMKEmbedding
+
+    store = make_store()
+    before = Settings._embed_model
+    Settings.embed_model = LMKEmbedding(model="sentence-transformers/all-MiniLM-L6-v2")
+    try:
+        context = StorageContext.from_defaults(vector_store=store)
+        index = VectorStoreIndex.from_documents(SimpleDirectoryReader(str(CORPUS)).load_data(), storage_context=context)
+    finally:
+        Settings._embed_model = before
+    assert caplog.text.count("embedded every chunk before LMKVectorStore saw it") == 1
+    assert "embed_model=store.embed_model" in caplog.text
+    top = index.as_retriever(similarity_top_k=1).retrieve("How long do solar inverters last?")[0]
+    assert top.node.metadata["file_name"] == "home_solar.md"

@@ -22,8 +22,8 @@ RETRIEVER_MODES = ("context", "passage")
 REF_DOC_KEY = "ref_doc_id"
 #: The hash of the source document a stored document was assembled from (LMKVectorStore).
 SOURCE_HASH_KEY = "ref_doc_hash"
+# What SimpleDirectoryReader itself keeps from the LLM (it shows file_path, so a citation can name it).
 FILE_METADATA_KEYS = (
-    "file_path",
     "file_name",
     "file_type",
     "file_size",

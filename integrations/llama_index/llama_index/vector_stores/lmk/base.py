@@ -95,6 +95,7 @@ class LMKVectorStore(BasePydanticVectorStore):
         default=None, description="The index's search mode (index.modes); None: its default (hybrid on Qdrant)."
     )
     _index: MultiVectorIndex = PrivateAttr()
+    _warned_embedded: bool = PrivateAttr(default=False)
 
     def __init__(self, index: MultiVectorIndex, **data: Any) -> None:
         if not isinstance(index, MultiVectorIndex):
@@ -146,6 +147,7 @@ class LMKVectorStore(BasePydanticVectorStore):
             groups[ref][2].append(piece)
         if not groups:
             return []
+        self._warn_if_embedded(nodes)
         refs = list(groups)
         metadatas = [
             {**groups[r][1], REF_DOC_KEY: r, **({SOURCE_HASH_KEY: groups[r][0]} if groups[r][0] else {})} for r in refs
@@ -155,6 +157,21 @@ class LMKVectorStore(BasePydanticVectorStore):
         texts = [_assemble(groups[r][2], r) for r in refs]
         self._index.add(texts, ids=ids, metadatas=metadatas)
         return [node.node_id for node in nodes]
+
+    def _warn_if_embedded(self, nodes: Sequence[BaseNode]) -> None:
+        """Say once when LlamaIndex embedded the chunks with a real model (``Settings.embed_model``):
+        the store encodes whole documents itself, so that work was for nothing."""
+        if self._warned_embedded:
+            return
+        for node in nodes:
+            if node.embedding and any(node.embedding):
+                logger.warning(
+                    "LlamaIndex embedded every chunk before LMKVectorStore saw it (Settings.embed_model or "
+                    "embed_model=), for nothing: the store encodes whole documents itself. Pass "
+                    "embed_model=store.embed_model to VectorStoreIndex to skip that work"
+                )
+                self._warned_embedded = True
+                return
 
     def _complete_from_index(
         self, ids: list[str], groups: list[tuple[str | None, dict[str, Any], list[Piece]]]
@@ -221,9 +238,11 @@ class LMKVectorStore(BasePydanticVectorStore):
             raise InvalidInputError(
                 "LMKVectorStore does not restrict a query to doc_ids / node_ids; filter on metadata instead"
             )
-        mode = self._search_mode(query.mode)
         where = to_lmk_filter(query.filters)
         k = max(1, query.similarity_top_k)
+        if query.mode == VectorStoreQueryMode.MMR:
+            return self._mmr(query, k, where, kwargs)
+        mode = self._search_mode(query.mode)
         if self.mode == "context":
             passages = self._index.context(
                 query.query_str, self.max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=where, mode=mode
@@ -236,14 +255,43 @@ class LMKVectorStore(BasePydanticVectorStore):
             nodes=nodes, similarities=[float(f.score or 0.0) for f in found], ids=[n.node_id for n in nodes]
         )
 
+    def _mmr(self, query: VectorStoreQuery, k: int, where: Any, kwargs: dict[str, Any]) -> VectorStoreQueryResult:
+        """``vector_store_query_mode="mmr"``: the best passage of ``k`` documents chosen by maximal
+        marginal relevance (LlamaIndex's own) over the pooled vectors of the ``mmr_prefetch_k``
+        (default 4k) best; ``mmr_threshold`` (``vector_store_kwargs``) trades relevance for diversity."""
+        from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
+
+        threshold = query.mmr_threshold if query.mmr_threshold is not None else kwargs.get("mmr_threshold")
+        if threshold is not None and (isinstance(threshold, bool) or not 0 <= float(threshold) <= 1):
+            raise InvalidInputError(f"mmr_threshold must be a number in [0, 1], got {threshold!r}")
+        fetch = kwargs.get("mmr_prefetch_k", 4 * k)
+        assert query.query_str is not None
+        hits = self._index.search(query.query_str, k=max(k, fetch), filter=where, mode=self.search_mode)
+        encoded = {doc.id: mv for doc, mv in self._index.get_encoded([h.id for h in hits])}
+        hits = [h for h in hits if h.id in encoded]
+        if not hits:
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        _, chosen = get_top_k_mmr_embeddings(
+            self._index.encoder.encode_query(query.query_str).tolist(),
+            [encoded[h.id].pooled.tolist() for h in hits],
+            similarity_top_k=k,
+            embedding_ids=list(range(len(hits))),
+            mmr_threshold=threshold,
+        )
+        found = [hit_to_node(hits[i]) for i in chosen]
+        nodes = [f.node for f in found]
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=[float(f.score or 0.0) for f in found], ids=[n.node_id for n in nodes]
+        )
+
     def _search_mode(self, mode: VectorStoreQueryMode) -> SearchMode | None:
         if mode == VectorStoreQueryMode.DEFAULT:
             return self.search_mode
         if mode == VectorStoreQueryMode.HYBRID:
             return "hybrid"
         raise InvalidInputError(
-            f"vector_store_query_mode {mode.value!r} is not supported by LMKVectorStore; use 'default' or "
-            "'hybrid' (or search_mode= on the store)"
+            f"vector_store_query_mode {mode.value!r} is not supported by LMKVectorStore; use 'default', "
+            "'hybrid' or 'mmr' (or search_mode= on the store)"
         )
 
 
