@@ -223,6 +223,7 @@ EXPORT_CHECK = textwrap.dedent(
         st_other=st_other.encode(texts),
         query=st.encode(["a question about tides"], prompt_name="query"),
         long=st.encode([long_text]),
+        long_mv=mve.encode_document([long_text])[0].numpy(),
         mv_query=mve.encode_query(["a question about tides"])[0].numpy(),
         merged=merged.numpy(),
         **{f"doc{i}": d.numpy() for i, d in enumerate(docs)},
@@ -274,13 +275,16 @@ def test_exports_load_without_lmk_rag_and_give_the_same_vectors(tmp_path, encode
         assert cosines(doc, mv.vectors).min() >= 0.9999
     assert got["mv_query"].shape == (1, encoder.dimension)
     assert cosines(got["merged"], encoder.encode(texts[:1]))[0] >= 0.9999
-    # Longer than the model reads: the export keeps the content that fits the model's whole length (not
-    # lmk-rag's shorter window, which it cannot use), and says so.
+    # Longer than one window: the pooled export encodes it whole in lmk-rag's windows (#46 item 9) ...
+    assert cosines(got["long"], encoder.encode([long_text]))[0] >= 0.9999
+    # ... while the multi-vector export keeps one row per text: the content that fits the model's
+    # whole length, and says so.
     assert any("dropped" in w for w in report["warnings"])
     whole = max(encoder.max_length, encoder.trained_max_length)
     keep = content_capacity(whole, 32, 1, 0)
-    truncated = LMKEncoder(device="cpu", max_tokens=keep, max_length=whole).encode([long_text])
-    assert cosines(got["long"], truncated)[0] >= 0.9999
+    truncated = LMKEncoder(device="cpu", max_tokens=keep, max_length=whole).encode_multi([long_text])[0]
+    assert got["long_mv"].shape == truncated.vectors.shape
+    assert cosines(got["long_mv"], truncated.vectors).min() >= 0.9999
 
 
 def test_merged_and_lmk_folders_load_back_with_the_same_vectors(tmp_path, encoder):
