@@ -168,7 +168,11 @@ def _example_lines() -> list[tuple[str, str]]:
     import re
 
     root = Path(__file__).resolve().parents[1]
-    lines = [(f"lmk-rag {name} -h", line.strip()) for name, c in _commands().items() for line in c.epilog.splitlines()]
+    lines = [
+        (f"lmk-rag {name} -h", line.strip())
+        for name, c in _commands().items()
+        for line in (c.epilog or "").splitlines()
+    ]
     for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
         text = page.read_text(encoding="utf-8")
         for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", text, flags=re.S):
