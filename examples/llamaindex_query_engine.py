@@ -3,7 +3,8 @@
 The usual LlamaIndex code (``VectorStoreIndex.from_documents`` with a ``StorageContext``), over
 ``LMKVectorStore``: each file is stored whole in an embedded Qdrant index (no splitter to tune),
 and the query engine hands the LLM lmk-rag's context, the best passages within a token budget,
-file metadata kept out of the prompt. The script prints the context the LLM receives.
+each passage headed by its file_path (as stock LlamaIndex shows it), the other file metadata kept
+out of the prompt. The script prints the context the LLM receives.
 ``MockLLM`` stands in for a real LLM so it runs anywhere; set ``llm=`` to any LlamaIndex LLM for
 real answers.
 
@@ -39,8 +40,12 @@ def main(question: str, folder: str) -> None:
     nodes = response.source_nodes
     shown = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]  # what the prompt holds
     tokens = store.index.encoder.count_tokens(shown)
+    passages = store.index.encoder.count_tokens([n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes])
     print(f"Q: {question}\nsource: {nodes[0].node.metadata['file_name']} (score {nodes[0].score:.3f})")
-    print(f"context the LLM receives: {len(nodes)} passages, {sum(tokens)} tokens")
+    print(
+        f"context the LLM receives: {len(nodes)} passages, {sum(passages)} tokens "
+        f"({sum(tokens)} with their file_path lines)"
+    )
     for n, text, t in zip(nodes, shown, tokens):
         start, end = getattr(n.node, "start_char_idx", None), getattr(n.node, "end_char_idx", None)
         print(f"--- {n.node.metadata['file_name']} chars {start}-{end} ({t} tokens)\n{text}")

@@ -125,3 +125,17 @@ def warn_unknown_words(texts: Sequence[str], tokenizer: Any) -> None:
             limit,
             sample,
         )
+
+
+#: Arguments renamed so that one name means one thing everywhere: the old name -> the new.
+RENAMED_ARGUMENTS = {"where": "filter"}
+
+
+def refuse_renamed(method: str, given: Mapping[str, object]) -> None:
+    """Refuse keyword arguments a method does not take, naming the new name of a renamed one."""
+    for name in given:
+        if name in RENAMED_ARGUMENTS:
+            raise InvalidTypeError(
+                f"{method}() takes {RENAMED_ARGUMENTS[name]}= (formerly {name}=); rename the argument"
+            )
+        raise InvalidTypeError(f"{method}() got an unexpected keyword argument {name!r}")

@@ -59,6 +59,8 @@ def test_llamaindex_query_engine_example_hands_the_llm_passages():
     out = run_example("llamaindex_query_engine.py", "Why do some coasts have huge tides?")
     assert "source: tides.md" in out and "--- tides.md chars" in out
     assert "file_path: " in out and "file_size" not in out  # what stock LlamaIndex shows the LLM
+    with_paths = int(re.search(r"\((\d+) with their file_path lines\)", out).group(1))
+    assert _context_tokens(out) < with_paths <= _context_tokens(out) + 16 * 8  # a short line per passage
     assert 0 < _context_tokens(out) <= 256
 
 

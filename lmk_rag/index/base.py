@@ -24,7 +24,7 @@ import numpy as np
 from ..context import CONTEXT_DOCUMENTS, ContextRule, Passage, build_context, check_max_tokens, token_counter_of
 from ..encoder import LMKEncoder
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
-from ..inputs import check_k, check_texts
+from ..inputs import check_k, check_texts, refuse_renamed
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
 from ..types import Fingerprint, MultiVector
 from .filters import (
@@ -178,20 +178,6 @@ def make_hit(
         (int(spans[landmark][0]), int(spans[landmark][1])),
         similarity,
     )
-
-
-#: Arguments renamed so that one name means one thing everywhere: the old name -> the new.
-RENAMED_ARGUMENTS = {"where": "filter"}
-
-
-def refuse_renamed(method: str, given: Mapping[str, object]) -> None:
-    """Refuse keyword arguments a method does not take, naming the new name of a renamed one."""
-    for name in given:
-        if name in RENAMED_ARGUMENTS:
-            raise InvalidTypeError(
-                f"{method}() takes {RENAMED_ARGUMENTS[name]}= (formerly {name}=); rename the argument"
-            )
-        raise InvalidTypeError(f"{method}() got an unexpected keyword argument {name!r}")
 
 
 class MultiVectorIndex(ABC):
