@@ -130,7 +130,7 @@ class LMKEncoder:
         backend: Backend = "torch",
         quantize: Quantize | None = None,
         max_length: int | None = None,
-        max_tokens: int | None = None,
+        truncate_tokens: int | None = None,
         window_overlap: int | None = None,
         batch_size: int = 32,
         max_batch_tokens: int = 16384,
@@ -181,7 +181,7 @@ class LMKEncoder:
         self._window_overlap = check_int("window_overlap", resolved["window_overlap"], 0, allow_none=True)
         self.batch_size = check_int("batch_size", given.batch_size, 1)
         self.max_batch_tokens = check_int("max_batch_tokens", given.max_batch_tokens, 1)
-        self.max_tokens = check_int("max_tokens", given.max_tokens, 1, allow_none=True)
+        self.truncate_tokens = check_int("truncate_tokens", given.truncate_tokens, 1, allow_none=True)
         self.sentence_max_tokens = check_int("sentence_max_tokens", given.sentence_max_tokens, 1)
         self.query_prefix = resolved["query_prefix"]
         self.document_prefix = resolved["document_prefix"]
@@ -399,16 +399,16 @@ class LMKEncoder:
         self._rng = np.random.default_rng(seed)
 
     def lay_out(self, texts: list[str], prefix: str = "") -> tuple[TokenizedBatch, Layout, np.ndarray]:
-        """Tokenise, truncate (if ``max_tokens``), chunk and lay out ``texts``."""
+        """Tokenise, truncate (if ``truncate_tokens``), chunk and lay out ``texts``."""
         batch = self.tokenize(texts, prefix)
         dropped = np.zeros(batch.n_texts, dtype=np.int64)
-        if self.max_tokens is not None:
-            batch, dropped = batch.truncate(self.max_tokens)
+        if self.truncate_tokens is not None:
+            batch, dropped = batch.truncate(self.truncate_tokens)
             if dropped.any():
                 logger.warning(
-                    "max_tokens=%d truncated %d of %d texts (%d tokens dropped); unset max_tokens "
+                    "truncate_tokens=%d truncated %d of %d texts (%d tokens dropped); unset truncate_tokens "
                     "to encode long texts whole in windows",
-                    self.max_tokens,
+                    self.truncate_tokens,
                     int((dropped > 0).sum()),
                     len(texts),
                     int(dropped.sum()),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, model_validator
 
 from .encoder import LMKEncoder
-from .settings import EncoderSettings, setting_fields
+from .settings import RENAMED_SETTINGS, EncoderSettings, setting_fields
 
 # Shared encoders, least recently used dropped first (one holding a model keeps it alive).
 ENCODER_CACHE_SIZE = 8
@@ -51,6 +51,17 @@ class _EncoderFieldsBase(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     _encoder: LMKEncoder = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_renamed(cls, data: object) -> object:
+        """An encoder setting given by its old name is refused with its new one (before pydantic's
+        generic "extra inputs" error; a class whose own field has that name keeps it)."""
+        if isinstance(data, dict):
+            for old, new in RENAMED_SETTINGS.items():
+                if old in data and old not in cls.model_fields:
+                    raise ValueError(f"{old} is now {new} (max_tokens names a context's token budget only)")
+        return data
 
     @model_validator(mode="after")
     def _load_encoder(self) -> _EncoderFieldsBase:

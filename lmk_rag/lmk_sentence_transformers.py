@@ -21,7 +21,7 @@ whole chunks, as lmk-rag does: each window starts with CLS, neighbouring windows
 centrally; the pooled vector is the mean over all of them, so the folder gives lmk-rag's vectors at
 any length. Otherwise (the multi-vector format, mean or CLS pooling) a text longer than
 ``max_seq_length`` keeps the content tokens that fit (whole chunks, each with its landmark) and a
-warning names how many tokens were dropped, which equals ``LMKEncoder(..., max_tokens=N)``.
+warning names how many tokens were dropped, which equals ``LMKEncoder(..., truncate_tokens=N)``.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class EncoderSettings:
         "overlapping windows.",
         fingerprint=True,
     )
-    max_tokens: int | None = setting(
+    truncate_tokens: int | None = setting(
         None,
         "Optional cap on content tokens per text; longer texts are truncated with a logged warning.",
         fingerprint=True,
@@ -152,6 +152,12 @@ class EncoderSettings:
         """Settings from keyword arguments; an unknown name is an error that lists the known ones."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - known)
+        for name in unknown:
+            if name in RENAMED_SETTINGS:
+                raise InvalidTypeError(
+                    f"the encoder setting {name} is now {RENAMED_SETTINGS[name]} (max_tokens names a context's "
+                    "token budget only)"
+                )
         if unknown:
             raise InvalidTypeError(
                 f"unknown encoder setting(s) {', '.join(unknown)}; the settings are: {', '.join(sorted(known))}"
@@ -161,6 +167,10 @@ class EncoderSettings:
     def changed(self) -> dict[str, Any]:
         """The settings that differ from their defaults."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
+
+
+#: Settings renamed so that one name means one thing everywhere: the old name -> the new.
+RENAMED_SETTINGS = {"max_tokens": "truncate_tokens"}
 
 
 def setting_fields() -> list[tuple[dataclasses.Field[Any], Any]]:

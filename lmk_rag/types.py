@@ -18,7 +18,7 @@ class MultiVector:
     ``pooled`` is the single vector (d,), ``vectors`` the per-landmark vectors (m, d), and
     ``spans[i] = (start, end)`` the characters of the original text landmark i covers; the
     spans partition the encoded text in order. ``n_tokens`` counts the content tokens
-    encoded, ``dropped_tokens`` those cut by a user-set ``max_tokens`` (0 otherwise).
+    encoded, ``dropped_tokens`` those cut by a user-set ``truncate_tokens`` (0 otherwise).
     """
 
     pooled: np.ndarray
@@ -58,7 +58,7 @@ class Fingerprint:
     document_prefix: str = ""
     adapter: str | None = None
     max_length: int | None = None
-    max_tokens: int | None = None
+    truncate_tokens: int | None = None
     window_overlap: int | None = None
     sentence_max_tokens: int | None = None
     sentence_language: str | None = None

@@ -174,7 +174,7 @@ def test_windowed_landmarks_equal_hand_built_windows(tiny_bert_dir, bert_tokeniz
 
 
 def test_max_tokens_truncates_and_says_so(tiny_bert_dir, caplog):
-    enc = LMKEncoder(tiny_bert_dir, max_tokens=10, device="cpu")
+    enc = LMKEncoder(tiny_bert_dir, truncate_tokens=10, device="cpu")
     text = "alpha beta gamma delta " * 10
     with caplog.at_level(logging.WARNING, logger="lmk_rag"):
         mv = enc.encode_multi([text, "short"])
@@ -311,7 +311,8 @@ def test_bad_texts(encoder, texts, error):
         ({"device": "tpu"}, "device must be one of"),
         ({"dtype": "int8"}, "dtype must be one of"),
         ({"batch_size": 0}, "batch_size"),
-        ({"max_tokens": -5}, "max_tokens"),
+        ({"truncate_tokens": -5}, "truncate_tokens"),
+        ({"max_tokens": 512}, "the encoder setting max_tokens is now truncate_tokens"),
         ({"window_overlap": -1}, "window_overlap"),
         ({"landmark_token_id": 10**7}, "landmark_token_id"),
         ({"model": 3.5}, "model must be"),

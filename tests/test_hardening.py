@@ -57,7 +57,7 @@ def test_every_setting_is_written_once_and_derived_everywhere():
             "granularity",
             "normalize",
             "max_length",
-            "max_tokens",
+            "truncate_tokens",
             "window_overlap",
             "query_prefix",
             "document_prefix",
@@ -128,7 +128,7 @@ def test_llama_index_model_name_is_the_model_loaded():
 # ---------------------------------------------------------------- fingerprints
 def test_fingerprint_records_every_setting_that_changes_vectors(tmp_path):
     base = LMKEncoder(BASE, device="cpu")
-    for change in ({"max_length": 256}, {"window_overlap": 1}, {"max_tokens": 100}):  # default overlap is 3
+    for change in ({"max_length": 256}, {"window_overlap": 1}, {"truncate_tokens": 100}):  # default overlap is 3
         other = LMKEncoder(BASE, device="cpu", **change)
         assert base.fingerprint.differences(other.fingerprint), change
     sentences = LMKEncoder(BASE, granularity="sentence", device="cpu")

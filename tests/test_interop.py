@@ -282,7 +282,7 @@ def test_exports_load_without_lmk_rag_and_give_the_same_vectors(tmp_path, encode
     assert any("dropped" in w for w in report["warnings"])
     whole = max(encoder.max_length, encoder.trained_max_length)
     keep = content_capacity(whole, 32, 1, 0)
-    truncated = LMKEncoder(device="cpu", max_tokens=keep, max_length=whole).encode_multi([long_text])[0]
+    truncated = LMKEncoder(device="cpu", truncate_tokens=keep, max_length=whole).encode_multi([long_text])[0]
     assert got["long_mv"].shape == truncated.vectors.shape
     assert cosines(got["long_mv"], truncated.vectors).min() >= 0.9999
 

@@ -12,7 +12,7 @@ from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
 from .options import Command, add_encoder_options, encoder_options, floats, ints
 
 # Set by each evaluation method itself, so not options of `lmk-rag eval`.
-_EVAL_OWN = ("pooling", "granularity", "max_tokens")
+_EVAL_OWN = ("pooling", "granularity", "truncate_tokens")
 
 
 EXAMPLE_EVAL = """examples:

@@ -79,7 +79,7 @@ class NativePooling(Method):
     def __init__(self, pooling: Pooling, **encoder_kwargs: Any) -> None:
         probe = LMKEncoder(**encoder_kwargs)
         limit = probe.trained_max_length - 2
-        self.encoder = LMKEncoder(pooling=pooling, granularity=None, max_tokens=limit, **encoder_kwargs)
+        self.encoder = LMKEncoder(pooling=pooling, granularity=None, truncate_tokens=limit, **encoder_kwargs)
         self.name = pooling
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
@@ -88,7 +88,7 @@ class NativePooling(Method):
         docs = self.encoder.encode(task.doc_texts)
         seconds = time.perf_counter() - t0
         q = self.encoder.encode_query(task.query_texts)
-        tokens = int(np.minimum(self.encoder.tokenize(task.doc_texts).n_tokens, self.encoder.max_tokens).sum())
+        tokens = int(np.minimum(self.encoder.tokenize(task.doc_texts).n_tokens, self.encoder.truncate_tokens).sum())
         return [MethodResult(f"{self.name}-truncated", q @ docs.T, None, seconds, tokens, 1.0)]
 
 

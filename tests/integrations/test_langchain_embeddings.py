@@ -58,7 +58,7 @@ def test_long_input_is_kept_whole_and_caps_are_reported(caplog):
     emb = LMKEmbeddings(device="cpu")
     head = "The launch code is 7141. "
     long_doc = head + "Filler about unrelated gardening topics. " * 400
-    capped = LMKEmbeddings(device="cpu", max_tokens=64)
+    capped = LMKEmbeddings(device="cpu", truncate_tokens=64)
     with caplog.at_level(logging.WARNING, logger="lmk_rag"):
         capped.embed_documents([long_doc])
     assert "truncated" in caplog.text
@@ -111,3 +111,9 @@ def test_in_memory_vector_store_in_an_lcel_chain():
     chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
     assert chain.invoke("When are spring tides?") == "At new and full moon."
     assert seen == ["tides"]
+
+
+def test_the_old_name_of_the_truncation_setting_says_the_new_one():
+    """max_tokens means a context's token budget only; the encoder's truncation is truncate_tokens (#46 item 7)."""
+    with pytest.raises(ValueError, match="max_tokens is now truncate_tokens"):
+        LMKEmbeddings(device="cpu", max_tokens=64)
