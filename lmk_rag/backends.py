@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
+from .folder_write import file_checksum
 from .settings import BACKEND_NAMES, QUANTIZE_NAMES
 
 logger = logging.getLogger("lmk_rag")
@@ -111,13 +112,13 @@ def exported_onnx(model: torch.nn.Module, key: str, quantize: str | None) -> Pat
     if _intact(folder, name):
         return target
     with _EXPORT_LOCK:
-        if _intact(folder, name):
+        if _intact(folder, name, warn=False):  # another thread exported it meanwhile
             return target
         _remove_dead_scratch(folder.parent)
         scratch = Path(tempfile.mkdtemp(prefix=f".{key}-{os.getpid()}-", dir=folder.parent))
         try:
             plain = scratch / "model.onnx"
-            if _intact(folder, "model.onnx"):
+            if _intact(folder, "model.onnx", warn=name != "model.onnx"):
                 shutil.copy2(folder / "model.onnx", plain)
             else:
                 _export(model, plain)
@@ -126,7 +127,7 @@ def exported_onnx(model: torch.nn.Module, key: str, quantize: str | None) -> Pat
             folder.mkdir(exist_ok=True)
             sums = _read_checksums(folder)
             for produced in sorted(scratch.iterdir()):
-                sums[produced.name] = _checksum(produced)
+                sums[produced.name] = file_checksum(produced)
                 os.replace(produced, folder / produced.name)  # each file appears whole or not at all
             _write_checksums(folder, sums)  # last: a file without its record is never trusted
         except MissingDependencyError:
@@ -160,14 +161,6 @@ def _cache_folder(key: str) -> Path:
     return folder
 
 
-def _checksum(path: Path) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(2**20), b""):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
 def _read_checksums(folder: Path) -> dict[str, Any]:
     try:
         sums = json.loads((folder / CHECKSUMS).read_text(encoding="utf-8"))
@@ -182,15 +175,16 @@ def _write_checksums(folder: Path, sums: dict[str, Any]) -> None:
     os.replace(tmp, folder / CHECKSUMS)
 
 
-def _intact(folder: Path, name: str) -> bool:
+def _intact(folder: Path, name: str, warn: bool = True) -> bool:
     """Whether the cached ``name`` is the file that was written: recorded, same size, same SHA-256."""
     path = folder / name
     if not path.is_file():
         return False
     recorded = _read_checksums(folder).get(name)
-    if isinstance(recorded, dict) and recorded.get("bytes") == path.stat().st_size and _checksum(path) == recorded:
+    if isinstance(recorded, dict) and recorded.get("bytes") == path.stat().st_size and file_checksum(path) == recorded:
         return True
-    logger.warning("the cached export %s is damaged or unrecorded; exporting the model again", path)
+    if warn:
+        logger.warning("the cached export %s is damaged or unrecorded; exporting the model again", path)
     return False
 
 

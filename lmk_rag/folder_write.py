@@ -44,7 +44,8 @@ def _files(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink()}
 
 
-def _checksum(path: Path) -> dict[str, int | str]:
+def file_checksum(path: Path) -> dict[str, int | str]:
+    """A file's size and SHA-256, as the manifests of written folders and caches record them."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(2**20), b""):
@@ -70,7 +71,7 @@ def verify_written_folder(folder: Path) -> None:
         if (
             not isinstance(recorded, dict)
             or recorded.get("bytes") != path.stat().st_size
-            or _checksum(path) != recorded
+            or file_checksum(path) != recorded
         ):
             raise ModelLoadError(
                 f"{name} in the model folder {str(folder)!r} is not the file lmk-rag wrote (its size or SHA-256 "
@@ -148,7 +149,7 @@ def write_folder(
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         write(staging)
-        files = {name: _checksum(staging / name) for name in sorted(_files(staging))}
+        files = {name: file_checksum(staging / name) for name in sorted(_files(staging))}
         (staging / MANIFEST).write_text(json.dumps({"files": files}, indent=1), encoding="utf-8")
         open_permissions(staging)
         if exists:

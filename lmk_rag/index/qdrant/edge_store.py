@@ -169,19 +169,20 @@ class EdgeStore:
         self.landmark_shard: Any = None
         self._journal = FileJournal(self.folder, self.collection)
         self._landmarks_ok = True
+        rebuilding = ALL_DOCUMENTS in self._journal.pending()
         try:
             if lm_dir.is_file() or lm_dir.is_symlink():
                 aside = lm_dir.with_name(f"{lm_dir.name}.moved-{int(time.time())}")
                 logger.warning("%s is not a landmark index; moved it to %s and building one", lm_dir, aside)
                 lm_dir.rename(aside)
-            if (lm_dir / SHARD_MARKER).is_file() and ALL_DOCUMENTS not in self._journal.pending():
+            if (lm_dir / SHARD_MARKER).is_file() and not rebuilding:
                 try:
                     self.landmark_shard = load_shard(lm_dir)
                 except BaseException as exc:  # an engine panic is a BaseException
                     if not (isinstance(exc, Exception) or is_damage(exc)) or _is_lock_error(exc):
                         raise
                     logger.warning("the landmark index %s is damaged (%s); rebuilding it from the index", lm_dir, exc)
-            elif ALL_DOCUMENTS in self._journal.pending():
+            elif rebuilding:
                 logger.warning("the landmark index %s was being built when it stopped; rebuilding it", lm_dir)
             elif lm_dir.is_dir() and self.count():
                 logger.warning("the landmark index %s has lost its configuration; rebuilding it", lm_dir)
