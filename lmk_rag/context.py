@@ -38,6 +38,7 @@ import numpy as np
 
 from .errors import InvalidInputError, InvalidTypeError
 from .passages import passage_scores
+from .tokenization import load_token_counter
 
 
 @dataclass(frozen=True)
@@ -194,9 +195,11 @@ def user_counter(counter: Any) -> BatchCounter:
     return count
 
 
-def token_counter_of(encoder: Any, token_counter: Callable[[str], int] | None) -> BatchCounter:
-    """The budget's counter: the user's ``str -> int`` (checked, see :func:`user_counter`), else the
-    encoder's tokenizer (``encoder.count_tokens``)."""
+def token_counter_of(encoder: Any, token_counter: Callable[[str], int] | str | None) -> BatchCounter:
+    """The budget's counter: the user's ``str -> int`` (checked, see :func:`user_counter`) or the
+    tokenizer it names (a folder with ``tokenizer.json``), else the encoder's (``count_tokens``)."""
+    if isinstance(token_counter, str):
+        token_counter = load_token_counter(token_counter)
     return user_counter(token_counter) if token_counter is not None else encoder.count_tokens
 
 

@@ -76,7 +76,7 @@ def context(
     *,
     ids: Sequence[str] | None = None,
     k: int | None = None,
-    token_counter: Callable[[str], int] | None = None,
+    token_counter: Callable[[str], int] | str | None = None,
     rule: ContextRule | None = None,
 ) -> list[Passage]:
     """:meth:`MultiVectorIndex.context <lmk_rag.index.MultiVectorIndex.context>` without an index:

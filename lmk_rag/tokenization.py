@@ -3,11 +3,13 @@ huge texts, and treating special-token strings in text as text."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
 import numpy as np
 
+from .errors import InvalidInputError
 from .inputs import find_unencodable, warn_unknown_words
 from .landmarks import TokenizedBatch
 
@@ -108,3 +110,31 @@ def budget_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
     (a 100k-character base64 run) is one unknown token to it, but thousands to an LLM."""
     encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
     return [max(len(e.ids), -(-len(t) // MAX_CHARS_PER_TOKEN)) for e, t in zip(encoded, texts)]
+
+
+def load_token_counter(name: str) -> Callable[[str], int]:
+    """A ``str -> int`` token counter from a tokenizer's name: a folder (or file) holding a Hugging
+    Face ``tokenizer.json``, or a model id already in the local cache. Counts without special
+    tokens, as an LLM's prompt holds them."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    path = Path(name).expanduser()
+    file = path / "tokenizer.json" if path.is_dir() else path
+    try:
+        if file.is_file():
+            tokenizer = Tokenizer.from_file(str(file))
+        else:
+            from transformers import AutoTokenizer
+
+            backend = AutoTokenizer.from_pretrained(name, local_files_only=True).backend_tokenizer
+            tokenizer = Tokenizer.from_str(backend.to_str())
+    except Exception as exc:
+        raise InvalidInputError(
+            f"token_counter {name!r} names no tokenizer here ({type(exc).__name__}); give a folder holding a "
+            "tokenizer.json (your LLM's), or a callable str -> int"
+        ) from exc
+    tokenizer.no_truncation()  # a tokenizer.json may pad or cut to its model's length: a count does neither
+    tokenizer.no_padding()
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)

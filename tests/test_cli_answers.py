@@ -233,3 +233,19 @@ def test_a_reader_that_leaves_early_gets_no_traceback_and_logs_get_no_progress_e
     proc.stdout.close()  # as `| head -0` does
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_search_context_counts_with_a_given_tokenizer(tmp_path):
+    from lmk_rag.models import packaged_model_path
+
+    index = f"qdrant:{tmp_path / 'idx'}"
+    assert run_cli("ingest", str(CORPUS), "--index", index, "--no-progress").returncode == 0
+    args = ("search", "How long do solar inverters last?", "--index", index, "--context", "64", "--json")
+    out = run_cli(*args, "--token-counter", str(packaged_model_path()))
+    assert out.returncode == 0, out.stderr
+    passages = json.loads(out.stdout)
+    assert passages and sum(p["tokens"] for p in passages) <= 64
+    bad = run_cli(*args, "--token-counter", str(tmp_path / "nothing"))
+    assert bad.returncode == 2 and "names no tokenizer here" in bad.stderr
+    alone = run_cli("search", "tides", "--index", index, "--token-counter", str(packaged_model_path()))
+    assert alone.returncode == 2 and "add --context TOKENS" in alone.stderr

@@ -162,3 +162,71 @@ def test_a_word_the_tokenizer_cannot_read_is_not_a_cheap_passage(encoder):
     passages = idx.context("why do tides rise", max_tokens=128)
     assert sum(p.tokens for p in passages) <= 128
     assert all(len(p.text) <= 32 * p.tokens for p in passages)
+
+
+# ---------------------------------------------------------------- the budget in the LLM's tokens on every path (#45 item 4)
+@pytest.fixture(scope="module")
+def word_index(encoder):
+    from lmk_rag.index import QdrantIndex
+
+    idx = QdrantIndex(location=":memory:", encoder=encoder)
+    corpus = Path(__file__).resolve().parents[1] / "examples" / "sample_corpus"
+    paths = sorted(corpus.glob("*.md"))
+    idx.add([p.read_text() for p in paths], ids=[p.name for p in paths])
+    return idx
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def test_a_token_counter_is_a_callable_or_a_tokenizer_folder_and_bad_ones_are_one_error(word_index, packaged_dir):
+    by_words = word_index.context("How long do solar inverters last?", 60, token_counter=_words)
+    assert by_words and sum(_words(p.text) for p in by_words) <= 60
+    by_folder = word_index.context("How long do solar inverters last?", 60, token_counter=str(packaged_dir))
+    assert by_folder and sum(p.tokens for p in by_folder) <= 60
+    with pytest.raises(InvalidInputError, match="names no tokenizer here"):
+        word_index.context("tides", 60, token_counter="/no/such/tokenizer")
+    with pytest.raises(InvalidInputError, match="token_counter raised ZeroDivisionError"):
+        word_index.context("tides", 60, token_counter=lambda text: 1 // 0)
+    with pytest.raises(InvalidInputError, match="must return an int >= 0"):
+        word_index.context("tides", 60, token_counter=lambda text: -3)
+
+
+def test_every_framework_path_takes_the_token_counter(word_index):
+    from langchain_core.documents import Document
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    from llama_index.postprocessor.lmk import LMKContextPostprocessor
+    from llama_index.retrievers.lmk import LMKRetriever as LlamaRetriever
+
+    from langchain_lmk import LMKContextCompressor, LMKRetriever, LMKVectorStore
+
+    question = "How long do solar inverters last?"
+    docs = LMKRetriever(index=word_index, max_tokens=60, token_counter=_words).invoke(question)
+    assert docs and sum(_words(d.page_content) for d in docs) <= 60
+    store = LMKVectorStore(index=word_index)
+    docs = store.as_retriever(search_kwargs={"max_tokens": 60, "token_counter": _words}).invoke(question)
+    assert docs and sum(_words(d.page_content) for d in docs) <= 60
+    texts = [d.text for d in word_index.get(word_index.ids())]
+    cut = LMKContextCompressor(encoder=word_index.encoder, max_tokens=60, token_counter=_words).compress_documents(
+        [Document(page_content=t) for t in texts], question
+    )
+    assert cut and sum(_words(d.page_content) for d in cut) <= 60
+    nodes = LlamaRetriever(word_index, max_tokens=60, token_counter=_words).retrieve(question)
+    assert nodes and sum(_words(n.node.get_content()) for n in nodes) <= 60
+    post = LMKContextPostprocessor(encoder=word_index.encoder, max_tokens=60, token_counter=_words)
+    kept = post.postprocess_nodes([NodeWithScore(node=TextNode(text=t)) for t in texts], QueryBundle(question))
+    assert kept and sum(_words(n.node.get_content()) for n in kept) <= 60
+
+
+def test_llama_index_similarity_top_k_does_not_cap_the_context(word_index):
+    """LlamaIndex's default similarity_top_k is 2: it capped a context to 2 passages, however large
+    the budget. The budget decides now; similarity_top_k only widens the documents searched."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.vector_stores.lmk import LMKVectorStore
+
+    store = LMKVectorStore(word_index, max_tokens=1024)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=store.embed_model)
+    nodes = index.as_retriever().retrieve("How do things work: tides, bread, bicycles, solar panels?")  # top_k 2
+    assert len(nodes) > 2
+    assert sum(word_index.encoder.count_tokens([n.node.get_content() for n in nodes])) <= 1024

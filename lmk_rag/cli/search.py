@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInputError
 from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
 from .options import Command, add_index_options, json_filter, open_index_of
 
@@ -37,6 +38,13 @@ def add_parser(command: Command) -> None:
         default=None,
         metavar="TOKENS",
         help="print the context to hand an LLM instead: the best passages within TOKENS tokens (e.g. 512)",
+    )
+    se.add_argument(
+        "--token-counter",
+        default=None,
+        metavar="TOKENIZER",
+        help="with --context: count TOKENS with this tokenizer (a folder holding your LLM's tokenizer.json); "
+        "default: the index's encoder",
     )
     se.add_argument(
         "--mode",
@@ -105,6 +113,8 @@ def run_search(args: argparse.Namespace) -> int:
 
     if args.context is not None:
         return run_context(args)
+    if args.token_counter is not None:
+        raise InvalidInputError("--token-counter counts a context's budget: add --context TOKENS")
     index = open_index_of(args, must_exist=True)
     try:
         k = 5 if args.k is None else args.k
@@ -150,11 +160,16 @@ def run_context(args: argparse.Namespace) -> int:
     import json
 
     from ..context import check_max_tokens
+    from ..tokenization import load_token_counter
 
     check_max_tokens(args.context)  # before the model loads
+    if args.token_counter is not None:
+        load_token_counter(args.token_counter)  # a tokenizer that cannot be loaded: said before the model loads
     index = open_index_of(args, must_exist=True)
     try:
-        passages = index.context(args.query, args.context, k=args.k, filter=args.filter, mode=args.mode)
+        passages = index.context(
+            args.query, args.context, k=args.k, filter=args.filter, mode=args.mode, token_counter=args.token_counter
+        )
     finally:
         index.close()
     if args.json:

@@ -356,7 +356,7 @@ class MultiVectorIndex(ABC):
         k: int | None = None,
         filter: FilterArg = None,
         mode: SearchMode | None = None,
-        token_counter: Callable[[str], int] | None = None,
+        token_counter: Callable[[str], int] | str | None = None,
         rule: ContextRule | None = None,
         **renamed: object,
     ) -> list[Passage]:
@@ -366,7 +366,8 @@ class MultiVectorIndex(ABC):
         ``mode`` as in :meth:`search`) are searched, and passages are grown from their landmark
         scores (:mod:`lmk_rag.context`): each has the document ``id``, its character ``span`` into
         the stored text, the ``text``, a ``score`` and its ``tokens``. Tokens are counted by the
-        encoder's tokenizer, or by ``token_counter`` (``str -> int``, e.g. your LLM's tokenizer);
+        encoder's tokenizer, or by ``token_counter`` (``str -> int``, or the folder of your LLM's
+        ``tokenizer.json``);
         their sum never exceeds ``max_tokens``. An empty index gives an empty list."""
         refuse_renamed("context", renamed)
         budget = check_max_tokens(max_tokens)  # before the query is encoded

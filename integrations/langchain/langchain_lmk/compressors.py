@@ -36,6 +36,11 @@ class LMKContextCompressor(BaseDocumentCompressor):
 
     encoder: LMKEncoder | None = Field(default=None, description="The LMK encoder; None: the packaged model.")
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
+    token_counter: Any = Field(
+        default=None,
+        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
+        "(your LLM's); None: the encoder's tokenizer.",
+    )
     _default: LMKEncoder | None = PrivateAttr(default=None)
 
     def _encoder(self) -> LMKEncoder:
@@ -56,7 +61,10 @@ class LMKContextCompressor(BaseDocumentCompressor):
         encoder = self._encoder()
         texts = [d.page_content for d in docs]
         names = [str(i) for i in range(len(docs))]
-        passages = context(query, texts, encoder.encode_multi(texts), encoder, self.max_tokens, ids=names, k=len(docs))
+        encoded = encoder.encode_multi(texts)
+        passages = context(
+            query, texts, encoded, encoder, self.max_tokens, ids=names, k=len(docs), token_counter=self.token_counter
+        )
         out = []
         for p in passages:
             source = docs[int(p.id)]

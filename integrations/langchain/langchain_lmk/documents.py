@@ -44,8 +44,12 @@ def context_documents(
     max_tokens: int,
     filter: FilterArg,
     mode: SearchMode | None,
+    token_counter: Any = None,
 ) -> list[Document]:
-    """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``,
-    from the ``max(k, CONTEXT_DOCUMENTS)`` best documents (what both LangChain retrievers return)."""
-    passages = index.context(query, max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=filter, mode=mode)
+    """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``
+    (counted by ``token_counter``, see :meth:`~lmk_rag.index.MultiVectorIndex.context`), from the
+    ``max(k, CONTEXT_DOCUMENTS)`` best documents (what both LangChain retrievers return)."""
+    passages = index.context(
+        query, max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=filter, mode=mode, token_counter=token_counter
+    )
     return [passage_to_document(p) for p in passages[:k]]

@@ -35,6 +35,11 @@ class LMKRetriever(BaseRetriever):
         default="context", description="The token-budgeted context, each document's best passage, or whole documents."
     )
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
+    token_counter: Any = Field(
+        default=None,
+        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
+        "(your LLM's); None: the encoder's tokenizer.",
+    )
     search_mode: SearchMode | None = Field(
         default=None,
         description="Index search mode (index.modes: prefetch, maxsim, pooled, hybrid for Qdrant; maxsim, pooled "
@@ -64,6 +69,7 @@ class LMKRetriever(BaseRetriever):
                 max_tokens=kwargs.get("max_tokens", self.max_tokens),
                 filter=kwargs.get("filter", self.filter),
                 mode=self.search_mode,
+                token_counter=self.token_counter,
             )
         hits = self.index.search(
             query,

@@ -18,7 +18,7 @@ from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .documents import context_documents, hit_to_document, hit_to_passage
 
-_CONTEXT_KWARGS = ("k", "max_tokens", "filter")
+_CONTEXT_KWARGS = ("k", "max_tokens", "filter", "token_counter")
 
 
 class LMKVectorStore(VectorStore):
@@ -356,6 +356,7 @@ class LMKStoreRetriever(VectorStoreRetriever):
             max_tokens=search.get("max_tokens", 512),
             filter=search.get("filter"),
             mode=store.search_mode,
+            token_counter=search.get("token_counter"),
         )
 
 

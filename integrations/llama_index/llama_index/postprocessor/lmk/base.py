@@ -22,6 +22,11 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
     (when the node knows where it starts)."""
 
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
+    token_counter: Any = Field(
+        default=None,
+        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
+        "(your LLM's); None: the encoder's tokenizer.",
+    )
     _encoder: Any = PrivateAttr(default=None)
 
     def __init__(self, encoder: LMKEncoder | None = None, **kwargs: Any) -> None:
@@ -46,7 +51,14 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
         names = [str(i) for i in range(len(nodes))]
         encoded = self._encoder.encode_multi(texts)
         passages = context(
-            query_bundle.query_str, texts, encoded, self._encoder, self.max_tokens, ids=names, k=len(nodes)
+            query_bundle.query_str,
+            texts,
+            encoded,
+            self._encoder,
+            self.max_tokens,
+            ids=names,
+            k=len(nodes),
+            token_counter=self.token_counter,
         )
         out = []
         for p in passages:

@@ -3,7 +3,7 @@ passage, as ``NodeWithScore`` objects."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -130,7 +130,8 @@ class LMKRetriever(BaseRetriever):
     """Retrieve from a Qdrant or Chroma LMK index, for ``RetrieverQueryEngine`` and friends.
 
     ``mode="context"`` (the default): what to hand the LLM, the best passages within ``max_tokens``
-    tokens from the ``similarity_top_k`` best documents (at least 10 are searched; see
+    tokens (counted by ``token_counter``: a callable or the folder of your LLM's tokenizer.json; None:
+    the encoder's tokenizer) from the ``similarity_top_k`` best documents (at least 10 are searched; see
     :meth:`lmk_rag.index.MultiVectorIndex.context`); ``mode="passage"``: each of the
     ``similarity_top_k`` best documents' best landmark passage. Nodes carry
     ``start_char_idx``/``end_char_idx`` in the parent's text and the parent document as SOURCE."""
@@ -142,6 +143,7 @@ class LMKRetriever(BaseRetriever):
         *,
         mode: str = "context",
         max_tokens: int = 512,
+        token_counter: Callable[[str], int] | str | None = None,
         search_mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
@@ -158,6 +160,7 @@ class LMKRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.mode = mode
         self.max_tokens = check_max_tokens(max_tokens)
+        self.token_counter = token_counter
         self.search_mode = search_mode
         self.neighbours = neighbours
         self.passage = check_passage_rule(passage)
@@ -172,6 +175,7 @@ class LMKRetriever(BaseRetriever):
                 k=max(self.similarity_top_k, CONTEXT_DOCUMENTS),
                 filter=self.filters,
                 mode=self.search_mode,
+                token_counter=self.token_counter,
             )
             return [passage_to_node(p) for p in passages]
         hits = self.index.search(

@@ -91,6 +91,11 @@ class LMKVectorStore(BasePydanticVectorStore):
         default="context", description="The token-budgeted context, or each document's best passage."
     )
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
+    token_counter: Any = Field(
+        default=None,
+        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
+        "(your LLM's); None: the encoder's tokenizer.",
+    )
     search_mode: SearchMode | None = Field(
         default=None, description="The index's search mode (index.modes); None: its default (hybrid on Qdrant)."
     )
@@ -245,9 +250,16 @@ class LMKVectorStore(BasePydanticVectorStore):
         mode = self._search_mode(query.mode)
         if self.mode == "context":
             passages = self._index.context(
-                query.query_str, self.max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=where, mode=mode
+                query.query_str,
+                self.max_tokens,
+                k=max(k, CONTEXT_DOCUMENTS),
+                filter=where,
+                mode=mode,
+                token_counter=self.token_counter,
             )
-            found = [passage_to_node(p) for p in passages[:k]]
+            # The budget decides how many: similarity_top_k (LlamaIndex's default is 2) only widens
+            # the documents searched, so a default retriever still fills the budget.
+            found = [passage_to_node(p) for p in passages]
         else:
             found = [hit_to_node(h) for h in self._index.search(query.query_str, k=k, filter=where, mode=mode)]
         nodes = [f.node for f in found]
