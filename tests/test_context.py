@@ -164,7 +164,7 @@ def test_a_word_the_tokenizer_cannot_read_is_not_a_cheap_passage(encoder):
     assert all(len(p.text) <= 32 * p.tokens for p in passages)
 
 
-# ---------------------------------------------------------------- the budget in the LLM's tokens on every path (#45 item 4)
+# ------------------------------------------ the budget in the LLM's tokens on every path (#45 item 4)
 @pytest.fixture(scope="module")
 def word_index(encoder):
     from lmk_rag.index import QdrantIndex
