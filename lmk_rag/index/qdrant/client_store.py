@@ -207,11 +207,12 @@ class ClientStore:
         self.landmarks = f"{collection}__lmk_landmarks"
         self._dimension, self._cluster = dimension, cluster
         self._journal = MetaJournal(client, meta)
-        if not client.collection_exists(self.landmarks) or ALL_DOCUMENTS in self._journal.pending():
+        pending = self._journal.pending()
+        if not client.collection_exists(self.landmarks) or ALL_DOCUMENTS in pending:
             self._create_landmark_index(dimension, cluster)
             self.landmarks_ok = True
         else:
-            self.landmarks_ok = reconcile_landmarks(self, f"collection {collection!r}")
+            self.landmarks_ok = reconcile_landmarks(self, f"collection {collection!r}", pending)
 
     def _create_landmark_index(self, dimension: int, cluster: dict[str, Any]) -> None:
         """The landmark index collection (one point per landmark, HNSW), filled from the stored

@@ -169,7 +169,8 @@ class EdgeStore:
         self.landmark_shard: Any = None
         self._journal = FileJournal(self.folder, self.collection)
         self._landmarks_ok = True
-        rebuilding = ALL_DOCUMENTS in self._journal.pending()
+        pending = self._journal.pending()
+        rebuilding = ALL_DOCUMENTS in pending
         try:
             if lm_dir.is_file() or lm_dir.is_symlink():
                 aside = lm_dir.with_name(f"{lm_dir.name}.moved-{int(time.time())}")
@@ -189,7 +190,7 @@ class EdgeStore:
             if self.landmark_shard is None:
                 self._build_landmarks()
             else:
-                self._landmarks_ok = reconcile_landmarks(self, f"qdrant:{self.folder}")
+                self._landmarks_ok = reconcile_landmarks(self, f"qdrant:{self.folder}", pending)
         except BaseException as exc:
             self._release()
             if is_damage(exc):

@@ -197,18 +197,13 @@ def landmark_disagreement(store: QdrantStore) -> str | None:
     return None
 
 
-def reconcile_landmarks(store: QdrantStore, where: str) -> bool:
-    """Bring the landmark index back in line with its collection when an index is opened: what the
-    journal lists is re-derived (a whole interrupted rebuild is redone), then a cheap digest
+def reconcile_landmarks(store: QdrantStore, where: str, pending: list[str]) -> bool:
+    """Bring an opened landmark index back in line with its collection: the documents its journal
+    lists (``pending``, as read by the store, which rebuilds the whole landmark index itself when
+    the list is :data:`ALL_DOCUMENTS`) are re-derived, then a cheap digest
     (:func:`landmark_disagreement`) is compared; a disagreeing landmark index is rebuilt when small
     (:data:`AUTO_REBUILD_DOCUMENTS`). Returns False when the landmark index is left untrusted
     (searches then use pooled candidates until ``--verify`` rebuilds it)."""
-    journal = store.journal()
-    pending = journal.pending()
-    if ALL_DOCUMENTS in pending:
-        logger.warning("the landmark index of %s was being built when it stopped; rebuilding it", where)
-        store.rebuild_landmarks()
-        return True
     if pending:
         logger.warning(
             "a write to %s stopped before it finished; re-deriving the landmark index of its %d documents",
@@ -216,7 +211,7 @@ def reconcile_landmarks(store: QdrantStore, where: str) -> bool:
             len(pending),
         )
         repair_landmarks(store, pending)
-        journal.clear()
+        store.journal().clear()
     problem = landmark_disagreement(store)
     if problem is None:
         return True
