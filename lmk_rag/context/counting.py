@@ -1,0 +1,51 @@
+"""The budget's yardstick: token counters (the encoder's, the user's, a tokenizer's) and the budget check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInputError, InvalidTypeError
+from ..tokenization import load_token_counter
+
+BatchCounter = Callable[[list[str]], list[int]]
+
+
+def check_max_tokens(max_tokens: Any) -> int:
+    """``max_tokens`` if it is a positive int (a token budget), else an error naming it."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidInputError(f"max_tokens must be a positive int (a token budget), got {max_tokens!r}")
+    return max_tokens
+
+
+def user_counter(counter: Any) -> BatchCounter:
+    """A user's ``str -> int`` token counter as a batch counter whose failures name the counter."""
+    if not callable(counter):
+        raise InvalidTypeError(f"token_counter must be a callable str -> int, got {type(counter).__name__}")
+
+    def count(texts: list[str]) -> list[int]:
+        out = []
+        for text in texts:
+            try:
+                n = counter(text)
+            except Exception as exc:
+                raise InvalidInputError(
+                    f"token_counter raised {type(exc).__name__}: {exc} (on a text of {len(text)} characters); "
+                    "it must take a str and return its token count"
+                ) from exc
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+                raise InvalidInputError(f"token_counter must return an int >= 0, returned {n!r}")
+            out.append(int(n))
+        return out
+
+    return count
+
+
+def token_counter_of(encoder: Any, token_counter: Callable[[str], int] | str | None) -> BatchCounter:
+    """The budget's counter: the user's ``str -> int`` (checked, see :func:`user_counter`) or the
+    tokenizer it names (a folder with ``tokenizer.json``), else the encoder's (``count_tokens``)."""
+    if isinstance(token_counter, str):
+        token_counter = load_token_counter(token_counter)
+    return user_counter(token_counter) if token_counter is not None else encoder.count_tokens

@@ -1,0 +1,116 @@
+"""Each candidate landmark's score for a query: dense similarity and BM25 of its text, z-normalised and fused."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from .model import Candidate, ContextRule
+
+_WORD = re.compile(r"\w+")
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def spans_of(c: Candidate) -> np.ndarray:
+    spans = np.asarray(c.landmark_spans or [(0, len(c.text))], dtype=np.int64).reshape(-1, 2)
+    return spans
+
+
+def landmark_scores(
+    query: str, docs: Sequence[Candidate], spans: list[np.ndarray], rule: ContextRule
+) -> list[np.ndarray]:
+    dense = []
+    for c, s in zip(docs, spans):
+        sims = c.landmark_scores
+        if sims is None or len(sims) != len(s):
+            sims = np.full(len(s), float(c.score), dtype=np.float64)  # no landmark scores: the document's
+        dense.append(np.asarray(sims, dtype=np.float64))
+    fused = _zscores(dense)
+    if rule.lexical_weight > 0:
+        lexical = _zscores(_bm25_per_landmark(query, docs, spans))
+        fused = [(1 - rule.lexical_weight) * a + rule.lexical_weight * b for a, b in zip(fused, lexical)]
+    return fused
+
+
+def _zscores(values: list[np.ndarray]) -> list[np.ndarray]:
+    flat = np.concatenate(values) if values else np.zeros(0)
+    if len(flat) < 2 or float(flat.std()) < 1e-12:
+        return [np.zeros_like(v) for v in values]
+    mean, std = float(flat.mean()), float(flat.std())
+    return [(v - mean) / std for v in values]
+
+
+def _bm25_per_landmark(
+    query: str, docs: Sequence[Candidate], spans: list[np.ndarray], k1: float = 1.2, b: float = 0.75
+) -> list[np.ndarray]:
+    """BM25 of the query's words in each landmark's text, IDF over all the candidates' landmarks."""
+    terms = {w for w in _WORD.findall(query.lower()) if w not in _STOPWORDS}
+    if not terms:
+        return [np.zeros(len(s)) for s in spans]
+    counts: list[list[dict[str, int]]] = []
+    lengths: list[np.ndarray] = []
+    for c, s in zip(docs, spans):
+        rows: list[dict[str, int]] = []
+        lens: list[int] = []
+        for a, e in s:
+            words = _WORD.findall(c.text[a:e].lower())
+            lens.append(len(words))
+            found: dict[str, int] = {}
+            for w in words:
+                if w in terms:
+                    found[w] = found.get(w, 0) + 1
+            rows.append(found)
+        counts.append(rows)
+        lengths.append(np.asarray(lens, dtype=np.float64))
+    n = sum(len(r) for r in counts)
+    avg = max(float(np.concatenate(lengths).mean()), 1.0)
+    df = {t: sum(1 for rows in counts for r in rows if t in r) for t in terms}
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+    out = []
+    for rows, sizes in zip(counts, lengths):
+        scores = np.zeros(len(rows))
+        for j, found in enumerate(rows):
+            norm = k1 * (1 - b + b * sizes[j] / avg)
+            scores[j] = sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in found.items())
+        out.append(scores)
+    return out
