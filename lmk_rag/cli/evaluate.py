@@ -37,12 +37,13 @@ def add_parser(command: Command) -> None:
         help="passkey, needle, sections (section headings of long documentation pages as queries), "
         "sections-short (headings vs sections of <= 256 tokens), domains:SPLIT|NAMES (the sections task on "
         "other projects' documentation, one task per domain: SPLIT is train, dev or test; NAMES e.g. "
-        "git,postgresql), domains-short:SPLIT|NAMES, or beir:FOLDER (repeatable; default passkey)",
+        "git,postgresql), domains-short:SPLIT|NAMES, faq:SPLIT|NAMES (FAQ questions as queries, their answers "
+        "as spans: SPLIT is dev or test; NAMES e.g. debian,git), or beir:FOLDER (repeatable; default passkey)",
     )
     ev.add_argument(
         "--docs-root",
         default=None,
-        help="folder holding one `dpkg -x` of each documentation package, for the domains tasks "
+        help="folder holding one `dpkg -x` of each documentation package, for the domains and faq tasks "
         "(default: $LMK_DOCS_ROOT, else / for installed packages)",
     )
     ev.add_argument(
@@ -140,6 +141,11 @@ def run_eval(args: argparse.Namespace) -> int:
             tasks += domain_tasks(
                 domains_of(which), count, root=args.docs_root, short=kind == "domains-short", seed=args.seed
             )
+        elif spec.startswith("faq:"):
+            from ..corpora.faqs import faq_sources_of
+            from ..eval.faqs import faq_task
+
+            tasks.append(faq_task(faq_sources_of(spec[4:]), root=args.docs_root, name=f"faq-{spec[4:]}"))
         elif spec in ("passkey", "needle"):
             haystack = default_haystack("eval") if args.haystack == "python-docs" else read_folder(args.haystack)
             tasks += needle_tasks(
@@ -154,7 +160,7 @@ def run_eval(args: argparse.Namespace) -> int:
         else:
             raise InvalidInputError(
                 f"unknown task {spec!r}; use passkey, needle, sections, sections-short, domains:SPLIT, "
-                "domains-short:SPLIT or beir:FOLDER"
+                "domains-short:SPLIT, faq:SPLIT or beir:FOLDER"
             )
     if args.export_beir:
         for task in tasks:

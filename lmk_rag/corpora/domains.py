@@ -186,6 +186,8 @@ _NUMBERING = re.compile(r"^(?:(?:[A-Z]|\d+)\.)+(?:\d+\.?)?\s+|^(?:Chapter|Append
 class _SectionParser(html.parser.HTMLParser):
     """Plain text of a page with headings taken out and recorded at their text offsets."""
 
+    skip_classes: frozenset[str] = frozenset(_SKIP_CLASSES)
+
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
@@ -202,16 +204,21 @@ class _SectionParser(html.parser.HTMLParser):
         self.parts.append(text)
         self.size += len(text)
 
+    def heading_level(self, tag: str) -> int | None:
+        """The heading depth a tag opens (h1-h6), None for other tags."""
+        match = _HEADING.fullmatch(tag)
+        return int(match.group(1)) if match else None
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         classes = set((dict(attrs).get("class") or "").split())
-        skipping = self._skipping or tag in _SKIP_TAGS or bool(classes & _SKIP_CLASSES)
+        skipping = self._skipping or tag in _SKIP_TAGS or bool(classes & self.skip_classes)
         if tag not in _VOID:
             self._stack.append((tag, skipping))
         if skipping:
             return
-        match = _HEADING.fullmatch(tag)
-        if match:
-            self._heading = (int(match.group(1)), [])
+        level = self.heading_level(tag)
+        if level is not None:
+            self._heading = (level, [])
         elif tag in _BLOCK and self.parts and not self.parts[-1].endswith("\n"):
             self._emit("\n")
 
@@ -222,7 +229,7 @@ class _SectionParser(html.parser.HTMLParser):
             open_tag, _ = self._stack.pop()
             if open_tag == tag:
                 break
-        if self._heading is not None and _HEADING.fullmatch(tag):
+        if self._heading is not None and self.heading_level(tag) is not None:
             level, words = self._heading
             self._heading = None
             title = _NUMBERING.sub("", " ".join("".join(words).replace("¶", " ").replace("#", " ").split()))
@@ -242,10 +249,26 @@ class _SectionParser(html.parser.HTMLParser):
             self._emit(data)
 
 
-def parse_html(name: str, markup: str) -> Page:
+class _FaqParser(_SectionParser):
+    """A :class:`_SectionParser` for FAQ pages: texinfo's per-section navigation lines ("Next: ...,
+    Previous: ..., Up: ...") are chrome, and with ``terms_are_headings`` definition-list terms
+    (``<dt>``) are headings one level below h6 (FAQs written as a list of questions)."""
+
+    skip_classes = frozenset({*_SKIP_CLASSES, "header"})
+
+    def __init__(self, terms_are_headings: bool) -> None:
+        super().__init__()
+        self.terms_are_headings = terms_are_headings
+
+    def heading_level(self, tag: str) -> int | None:
+        return 7 if self.terms_are_headings and tag == "dt" else super().heading_level(tag)
+
+
+def parse_html(name: str, markup: str, *, faq: bool = False, terms_are_headings: bool = False) -> Page:
     """A documentation page: plain text without headings, and one :class:`Section` per heading
-    (level 0 for the first, the page title; the others by their h1-h6 depth)."""
-    parser = _SectionParser()
+    (level 0 for the first, the page title; the others by their h1-h6 depth). ``faq`` and
+    ``terms_are_headings``: see :class:`_FaqParser`."""
+    parser = _FaqParser(terms_are_headings) if faq or terms_are_headings else _SectionParser()
     parser.feed(markup)
     parser.close()
     text, squeeze = _normalise("".join(parser.parts))

@@ -6,7 +6,9 @@ query's answer span (the queried section; a short task's whole relevant document
 
 - ``recall``: the share of the answer's characters inside the context;
 - ``hit``: 1 when the context touches the answer at all;
-- ``full``: 1 when the context holds the whole answer.
+- ``full``: 1 when the context holds the whole answer;
+- ``precision``: the share of the context's characters inside the answer (what of the budget
+  was spent on the answer; characters stand for tokens, as every row's passages are text).
 
 Rows: chunk-then-embed (chunks ranked over the whole corpus, best first: fixed token chunks,
 LangChain's ``RecursiveCharacterTextSplitter`` and LlamaIndex's ``SentenceSplitter`` as their
@@ -60,6 +62,14 @@ def answer_spans(task: RetrievalTask) -> dict[int, Span]:
     return out
 
 
+def precision(context: Sequence[Span], answer: Span) -> float:
+    """The share of ``context``'s characters inside ``answer`` (0 for an empty context)."""
+    doc, a, b = answer
+    total = sum(max(e - s, 0) for _, s, e in context)
+    inside = sum(max(min(e, b) - max(s, a), 0) for d, s, e in context if d == doc)
+    return inside / total if total else 0.0
+
+
 def coverage(context: Sequence[Span], answer: Span) -> tuple[float, float, float]:
     """(recall, hit, full) of one context against one answer span."""
     doc, a, b = answer
@@ -74,7 +84,7 @@ def coverage(context: Sequence[Span], answer: Span) -> tuple[float, float, float
 
 
 def context_metrics(task: RetrievalTask, run: ContextRun) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Aggregate and per-query ``ctxB_recall`` / ``ctxB_hit`` / ``ctxB_full`` for every budget B."""
+    """Aggregate and per-query ``ctxB_recall`` / ``_hit`` / ``_full`` / ``_precision`` for every budget B."""
     answers = answer_spans(task)
     per_query: dict[str, dict[str, float]] = {task.query_ids[qi]: {} for qi in answers}
     for budget, contexts in run.contexts.items():
@@ -82,6 +92,7 @@ def context_metrics(task: RetrievalTask, run: ContextRun) -> tuple[dict[str, flo
             recall, hit, full = coverage(contexts[qi], answer)
             values = per_query[task.query_ids[qi]]
             values[f"ctx{budget}_recall"], values[f"ctx{budget}_hit"], values[f"ctx{budget}_full"] = recall, hit, full
+            values[f"ctx{budget}_precision"] = precision(contexts[qi], answer)
     names = sorted({k for v in per_query.values() for k in v})
     aggregate = {k: float(np.mean([v[k] for v in per_query.values()])) for k in names} if per_query else {}
     return aggregate, per_query

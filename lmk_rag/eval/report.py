@@ -57,9 +57,9 @@ def mean_over_tasks(by_task: dict[str, list[EvalRow]]) -> list[str]:
 
 
 def context_columns(rows: Sequence[EvalRow]) -> list[str]:
-    """The context metrics present (``ctxB_recall`` / ``_hit`` / ``_full``), by budget."""
+    """The context metrics present (``ctxB_recall`` / ``_hit`` / ``_full`` / ``_precision``), by budget."""
     names = {k for r in rows for k in r.metrics if k.startswith("ctx")}
-    order = {"recall": 0, "hit": 1, "full": 2}
+    order = {"recall": 0, "hit": 1, "full": 2, "precision": 3}
     return sorted(names, key=lambda k: (int(k[3:].split("_")[0]), order.get(k.split("_")[1], 9)))
 
 
@@ -74,7 +74,8 @@ def context_tables(by_task: dict[str, list[EvalRow]]) -> list[str]:
         "## what reaches the LLM: answer coverage of a context of B tokens",
         "",
         "recall: share of the answer's characters in the context; hit: the context touches the answer; "
-        "full: it holds all of it (the answer: the queried section, or the whole relevant document).",
+        "full: it holds all of it; precision: share of the context's characters inside the answer (the answer: "
+        "the queried section, or the whole relevant document).",
         "",
     ]
     per_method: dict[str, list[EvalRow]] = defaultdict(list)

@@ -16,6 +16,7 @@ from lmk_rag.eval.contexts import (
     context_metrics,
     coverage,
     fill_budget,
+    precision,
 )
 from lmk_rag.eval.tasks import RetrievalTask
 
@@ -28,6 +29,9 @@ def test_coverage_by_hand():
     assert coverage([(0, 90, 130), (0, 120, 210)], answer) == (1.0, 1.0, 1.0)  # overlaps counted once
     assert coverage([(1, 100, 200)], answer) == (0.0, 0.0, 0.0)  # another document
     assert coverage([], answer) == (0.0, 0.0, 0.0)
+    assert precision([(0, 0, 150)], answer) == pytest.approx(50 / 150)  # 100..150 of 0..150 is the answer
+    assert precision([(0, 110, 130), (1, 0, 20)], answer) == pytest.approx(20 / 40)
+    assert precision([], answer) == 0.0
 
 
 def _task() -> RetrievalTask:
