@@ -77,18 +77,27 @@ def context(
     ids: Sequence[str] | None = None,
     k: int | None = None,
     token_counter: Callable[[str], int] | str | None = None,
+    min_score: float | None = None,
     rule: ContextRule | None = None,
 ) -> list[Passage]:
     """:meth:`MultiVectorIndex.context <lmk_rag.index.MultiVectorIndex.context>` without an index:
     the passages, best first, for ``query`` within ``max_tokens`` from documents ``texts`` encoded by
     ``encoder.encode_multi`` (``encoded``), ranked by MaxSim. ``ids`` name the documents (default
     their positions as str)."""
-    from .context import CONTEXT_DOCUMENTS, ScoredDocument, build_context, check_max_tokens, token_counter_of
+    from .context import (
+        CONTEXT_DOCUMENTS,
+        ScoredDocument,
+        build_context,
+        check_max_tokens,
+        check_min_score,
+        token_counter_of,
+    )
     from .inputs import check_k, check_texts
 
     if not isinstance(query, str):
         raise InvalidInputError(f"query must be str, got {type(query).__name__}")
     budget = check_max_tokens(max_tokens)
+    floor = check_min_score(min_score)
     items = check_texts(texts)
     if len(encoded) != len(items):
         raise InvalidInputError(f"encoded has {len(encoded)} entries for {len(items)} texts; encode each text once")
@@ -105,7 +114,7 @@ def context(
         ScoredDocument(names[i], float(scores[i]), items[i], tuple(encoded[i].spans), sims[i])
         for i in np.argsort(-scores, kind="stable")[:count]
     ]
-    return build_context(query, candidates, budget, token_counter_of(encoder, token_counter), rule)
+    return build_context(query, candidates, budget, token_counter_of(encoder, token_counter), rule, min_score=floor)
 
 
 def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:

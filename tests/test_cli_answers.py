@@ -235,7 +235,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback_and_logs_get_no_progress_e
     assert proc.wait(timeout=300) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
 
 
-def test_search_context_counts_with_a_given_tokenizer(tmp_path):
+def test_search_context_counts_with_a_given_tokenizer_and_takes_a_relevance_floor(tmp_path):
     from lmk_rag.models import packaged_model_path
 
     index = f"qdrant:{tmp_path / 'idx'}"
@@ -249,3 +249,15 @@ def test_search_context_counts_with_a_given_tokenizer(tmp_path):
     assert bad.returncode == 2 and "names no tokenizer here" in bad.stderr
     alone = run_cli("search", "tides", "--index", index, "--token-counter", str(packaged_model_path()))
     assert alone.returncode == 2 and "add --context TOKENS" in alone.stderr
+    # The relevance floor (#45): an off-topic question gets an empty context; a bad floor is one line.
+    off = run_cli(
+        "search", "Who painted the Mona Lisa?", "--index", index, "--context", "256", "--json", "--min-score", "0.35"
+    )
+    assert off.returncode == 0 and json.loads(off.stdout) == []
+    on = run_cli(*args, "--min-score", "0.35")
+    assert on.returncode == 0 and json.loads(on.stdout)
+    for bad_floor in ("1.5", "nan"):
+        refused = run_cli(*args, "--min-score", bad_floor)
+        assert refused.returncode == 2 and "min_score must be a number in [-1, 1]" in refused.stderr
+    floor_alone = run_cli("search", "tides", "--index", index, "--min-score", "0.3")
+    assert floor_alone.returncode == 2 and "add --context TOKENS" in floor_alone.stderr

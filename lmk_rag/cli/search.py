@@ -47,6 +47,15 @@ def add_parser(command: Command) -> None:
         "default: the index's encoder",
     )
     se.add_argument(
+        "--min-score",
+        type=float,
+        default=None,
+        metavar="COSINE",
+        help="with --context: a passage starts only at a landmark at least this similar to the query (a cosine "
+        "in [-1, 1], the scale of a hit's similarity; 0.35 empties most off-topic contexts for the packaged "
+        "model); default: no floor",
+    )
+    se.add_argument(
         "--mode",
         default=None,
         choices=("hybrid", "prefetch", "maxsim", "pooled"),
@@ -115,6 +124,8 @@ def run_search(args: argparse.Namespace) -> int:
         return run_context(args)
     if args.token_counter is not None:
         raise InvalidInputError("--token-counter counts a context's budget: add --context TOKENS")
+    if args.min_score is not None:
+        raise InvalidInputError("--min-score is a context's relevance floor: add --context TOKENS")
     index = open_index_of(args, must_exist=True)
     try:
         k = 5 if args.k is None else args.k
@@ -159,16 +170,23 @@ def run_context(args: argparse.Namespace) -> int:
     """``search --context TOKENS``: the passages an LLM should read, best first, within the budget."""
     import json
 
-    from ..context import check_max_tokens
+    from ..context import check_max_tokens, check_min_score
     from ..tokenization import load_token_counter
 
     check_max_tokens(args.context)  # before the model loads
+    check_min_score(args.min_score)
     if args.token_counter is not None:
         load_token_counter(args.token_counter)  # a tokenizer that cannot be loaded: said before the model loads
     index = open_index_of(args, must_exist=True)
     try:
         passages = index.context(
-            args.query, args.context, k=args.k, filter=args.filter, mode=args.mode, token_counter=args.token_counter
+            args.query,
+            args.context,
+            k=args.k,
+            filter=args.filter,
+            mode=args.mode,
+            token_counter=args.token_counter,
+            min_score=args.min_score,
         )
     finally:
         index.close()

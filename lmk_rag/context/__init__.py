@@ -1,38 +1,37 @@
 """From landmark scores to what the LLM reads: passages that fit a token budget.
 
 A search ranks documents and scores every landmark of each against the query. The context
-builder turns those scores into passages:
+builder (:func:`build_context`, with a :class:`ContextRule`) turns those scores into passages:
 
 1. **Scores per landmark**: the query's similarity to each landmark, z-normalised over all the
-   candidates' landmarks, fused with a lexical score of the landmark's own text (BM25 of the
-   query's words over the candidates' landmarks; ``lexical_weight``), so an exact term the
-   embedding blurs still pulls its passage up.
-2. **Seeds**: every landmark is ranked by its score blended with its neighbourhood's
-   (:func:`lmk_rag.passages.passage_scores`), and, through ``rank_weight``, by its document's
-   place in the ranking. Seeds are taken best first; several peaks of one document become several
-   passages.
-3. **Growth**: each seed grows to ``width`` landmarks, one at a time toward the better-scoring
-   neighbour; regions of one document that overlap or touch are merged, so no text is repeated.
-4. **Boundaries**: a passage's ends move out to the nearest sentence or paragraph boundary
-   within ``snap_chars`` characters, so the LLM reads whole sentences.
-5. **Budget**: passages are added until ``max_tokens`` is reached; the last one is clipped at a
-   token (and, where one is near, a sentence) boundary. A budget smaller than one landmark still
-   gives one clipped passage.
+   candidates' landmarks, fused with BM25 of the query's words in the landmark's own text
+   (``lexical_weight``), blended with the neighbourhood's (``peak_weight``) and, by
+   ``rank_weight``, with the document's place in the ranking.
+2. **Cover**: the best landmarks become passages of their own, in several documents when the
+   ranking is unsure, before any passage widens (``seeds``, ``cover_share`` of the budget): what
+   single landmarks would find is not lost to one document's long passage.
+3. **Widen**: then the budget goes, best first, to new seeds or to a chosen passage's neighbours,
+   which count ``widen_bonus`` more (answers run on), up to ``width`` landmarks a passage.
+4. **Boundaries**: ends move out to the nearest sentence or paragraph boundary within
+   ``snap_chars`` characters; passages of one document that would touch are one passage.
+5. **Budget**: exact token counts; a passage that does not fit loses edge landmarks or is clipped
+   at a sentence end, and is dropped instead when under ``min_passage_tokens`` (unless its whole
+   document is that short, or it is the context's only passage).
 
-The defaults (width 4, lexical weight 0.2, rank weight 0.9, 200 characters of snapping) were
-chosen on the six out-of-domain *dev* documentation domains among 72 candidates, by answer recall
-of a 512-token context, from the Qdrant index's hybrid ranking: 0.466 against 0.402 for the best
-chunk-then-embed row (LangChain's splitter), ahead on all six domains and at 256 and 1024 tokens
-too (``research/results/context-dev``; ``lmk-rag eval --context-tokens``).
+A relevance floor, ``min_score`` (a cosine: the scale of a hit's ``similarity``), lets a passage
+start only at a landmark at least that similar to the query, so an off-topic question gets a
+short or empty context (:data:`OFF_TOPIC_MIN_SCORE` for the packaged model). The defaults were
+chosen on heading-style and question-style dev sets (docs/results.md).
 """
 
-from .builder import build_context
+from .builder import OFF_TOPIC_MIN_SCORE, build_context, check_min_score
 from .counting import BatchCounter, check_max_tokens, token_counter_of, user_counter
 from .model import CONTEXT_DOCUMENTS, DEFAULT_RULE, Candidate, ContextRule, Passage, ScoredDocument
 
 __all__ = [
     "CONTEXT_DOCUMENTS",
     "DEFAULT_RULE",
+    "OFF_TOPIC_MIN_SCORE",
     "BatchCounter",
     "Candidate",
     "ContextRule",
@@ -40,6 +39,7 @@ __all__ = [
     "ScoredDocument",
     "build_context",
     "check_max_tokens",
+    "check_min_score",
     "token_counter_of",
     "user_counter",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,22 +67,40 @@ class ScoredDocument:
 
 @dataclass(frozen=True)
 class ContextRule:
-    """How passages grow from landmark scores (see the module docstring)."""
+    """How passages are chosen from landmark scores (see :mod:`lmk_rag.context`).
+
+    Cover: up to ``seeds`` passages are placed, best landmark first, before any passage widens
+    (while they take under ``cover_share`` of the budget). Widen: a landmark next to a chosen
+    passage then counts ``widen_bonus`` more (in standard deviations of the candidates' landmark
+    scores) than a new seed, up to ``width`` landmarks a passage. A landmark's value blends its own
+    score with its neighbourhood's (``peak_weight``, see :func:`lmk_rag.passages.passage_scores`)
+    and, by ``rank_weight``, its document's place in the ranking; ``lexical_weight`` fuses BM25 of
+    its text. Ends move to sentence boundaries within ``snap_chars``. No passage is shorter than
+    ``min_passage_tokens`` unless its whole document is, or it is the context's only one."""
 
     width: int = 4
     lexical_weight: float = 0.2
     rank_weight: float = 0.9
     snap_chars: int = 200
+    seeds: int = 4
+    cover_share: float = 0.5
+    widen_bonus: float = 1.0
+    min_passage_tokens: int = 16
+    peak_weight: float = 0.5
 
     def __post_init__(self) -> None:
-        if isinstance(self.width, bool) or not isinstance(self.width, int) or self.width < 1:
-            raise InvalidInputError(f"width must be an int >= 1, got {self.width!r}")
-        for name in ("lexical_weight", "rank_weight"):
+        for name in ("width", "seeds", "min_passage_tokens", "snap_chars"):
+            value = getattr(self, name)
+            low = 0 if name in ("snap_chars", "seeds", "min_passage_tokens") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
+        for name in ("lexical_weight", "rank_weight", "peak_weight", "cover_share"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
-        if isinstance(self.snap_chars, bool) or not isinstance(self.snap_chars, int) or self.snap_chars < 0:
-            raise InvalidInputError(f"snap_chars must be an int >= 0, got {self.snap_chars!r}")
+        bonus = self.widen_bonus
+        if isinstance(bonus, bool) or not isinstance(bonus, (int, float)) or not math.isfinite(bonus):
+            raise InvalidInputError(f"widen_bonus must be a finite number, got {bonus!r}")
 
 
 DEFAULT_RULE = ContextRule()

@@ -83,34 +83,32 @@ def _zscores(values: list[np.ndarray]) -> list[np.ndarray]:
 def _bm25_per_landmark(
     query: str, docs: Sequence[Candidate], spans: list[np.ndarray], k1: float = 1.2, b: float = 0.75
 ) -> list[np.ndarray]:
-    """BM25 of the query's words in each landmark's text, IDF over all the candidates' landmarks."""
-    terms = {w for w in _WORD.findall(query.lower()) if w not in _STOPWORDS}
+    """BM25 of the query's words in each landmark's text, IDF over all the candidates' landmarks
+    (a landmark's length in characters stands for its length in words). Each term is found by one
+    regular-expression scan of each document and counted per landmark by its position."""
+    terms = sorted({w for w in _WORD.findall(query.lower()) if w not in _STOPWORDS})
     if not terms:
         return [np.zeros(len(s)) for s in spans]
-    counts: list[list[dict[str, int]]] = []
-    lengths: list[np.ndarray] = []
+    patterns = {t: re.compile(rf"(?<!\w){re.escape(t)}(?!\w)") for t in terms}
+    # freq[d][t]: occurrences of term t in each landmark of document d
+    freq: list[dict[str, np.ndarray]] = []
     for c, s in zip(docs, spans):
-        rows: list[dict[str, int]] = []
-        lens: list[int] = []
-        for a, e in s:
-            words = _WORD.findall(c.text[a:e].lower())
-            lens.append(len(words))
-            found: dict[str, int] = {}
-            for w in words:
-                if w in terms:
-                    found[w] = found.get(w, 0) + 1
-            rows.append(found)
-        counts.append(rows)
-        lengths.append(np.asarray(lens, dtype=np.float64))
-    n = sum(len(r) for r in counts)
-    avg = max(float(np.concatenate(lengths).mean()), 1.0)
-    df = {t: sum(1 for rows in counts for r in rows if t in r) for t in terms}
+        lower = c.text.lower()
+        row: dict[str, np.ndarray] = {}
+        for t, pattern in patterns.items():
+            at = np.fromiter((m.start() for m in pattern.finditer(lower)), dtype=np.int64)
+            slot = np.searchsorted(s[:, 1], at, side="right")  # the landmark whose span holds it
+            inside = slot < len(s)
+            inside[inside] &= at[inside] >= s[slot[inside], 0]
+            row[t] = np.bincount(slot[inside], minlength=len(s)).astype(np.float64)
+        freq.append(row)
+    sizes = [np.maximum(s[:, 1] - s[:, 0], 1).astype(np.float64) for s in spans]
+    n = sum(len(s) for s in spans)
+    avg = max(float(np.concatenate(sizes).mean()), 1.0)
+    df = {t: sum(int((row[t] > 0).sum()) for row in freq) for t in terms}
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
     out = []
-    for rows, sizes in zip(counts, lengths):
-        scores = np.zeros(len(rows))
-        for j, found in enumerate(rows):
-            norm = k1 * (1 - b + b * sizes[j] / avg)
-            scores[j] = sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in found.items())
-        out.append(scores)
+    for row, size in zip(freq, sizes):
+        norm = k1 * (1 - b + b * size / avg)
+        out.append(sum((idf[t] * row[t] * (k1 + 1) / (row[t] + norm) for t in terms), np.zeros(len(size))))
     return out

@@ -6,9 +6,9 @@ every heading removed; each section heading is a query whose relevant document i
 whose answer span is its section (the sections task, built from another family of documents).
 
 Domains are assigned once to a split: **train** (training data may come from them), **dev**
-(model selection) and **test** (reported once per candidate, never tuned on). FAQ pages of every
-package, all of Perl's documentation and the Python FAQ are reserved for an independent
-evaluation and never read here.
+(model selection) and **test** (reported once per candidate, never tuned on). FAQ pages are left
+out (questions are the question-style task's, :mod:`lmk_rag.corpora.faqs`, and never trained on);
+all of Perl's and Python's documentation is reserved for an independent evaluation.
 """
 
 from __future__ import annotations

@@ -236,11 +236,13 @@ class LandmarkContexts:
         k: int = 10,
         ranking: str = "maxsim",
         rules: dict[str, ContextRule] | None = None,
+        min_score: float | None = None,
     ) -> None:
         if ranking not in ("maxsim", "hybrid"):
             raise InvalidInputError(f"ranking must be maxsim or hybrid, got {ranking!r}")
         self.encoder, self.budget, self.k, self.ranking = encoder, budget, k, ranking
         self.rules = rules or {"": DEFAULT_RULE}
+        self.min_score = min_score
         self.name = "lmk-context" if ranking == "hybrid" else "lmk-context-maxsim"  # hybrid: the index's default
         self._encoded: dict[str, Any] = {}
 
@@ -287,7 +289,7 @@ class LandmarkContexts:
                     for d in top
                 ]
                 for b in budgets:
-                    passages = build_context(query, candidates, b, self.budget.counts, rule)
+                    passages = build_context(query, candidates, b, self.budget.counts, rule, min_score=self.min_score)
                     contexts[b].append([(int(p.id), p.span[0], p.span[1]) for p in passages])
             runs.append(ContextRun(self.name + (f"-{label}" if label else ""), contexts, seconds))
         return runs

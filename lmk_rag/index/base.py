@@ -21,7 +21,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..context import CONTEXT_DOCUMENTS, ContextRule, Passage, build_context, check_max_tokens, token_counter_of
+from ..context import (
+    CONTEXT_DOCUMENTS,
+    ContextRule,
+    Passage,
+    build_context,
+    check_max_tokens,
+    check_min_score,
+    token_counter_of,
+)
 from ..encoder import LMKEncoder
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..inputs import check_k, check_texts, refuse_renamed
@@ -357,6 +365,7 @@ class MultiVectorIndex(ABC):
         filter: FilterArg = None,
         mode: SearchMode | None = None,
         token_counter: Callable[[str], int] | str | None = None,
+        min_score: float | None = None,
         rule: ContextRule | None = None,
         **renamed: object,
     ) -> list[Passage]:
@@ -368,12 +377,15 @@ class MultiVectorIndex(ABC):
         the stored text, the ``text``, a ``score`` and its ``tokens``. Tokens are counted by the
         encoder's tokenizer, or by ``token_counter`` (``str -> int``, or the folder of your LLM's
         ``tokenizer.json``);
-        their sum never exceeds ``max_tokens``. An empty index gives an empty list."""
+        their sum never exceeds ``max_tokens``. With ``min_score`` (a cosine, the scale of
+        :attr:`Hit.similarity`), a passage starts only at a landmark at least that similar to the
+        query, so an off-topic query gets a short or empty context. An empty index gives an empty list."""
         refuse_renamed("context", renamed)
         budget = check_max_tokens(max_tokens)  # before the query is encoded
+        floor = check_min_score(min_score)
         counter = token_counter_of(self.encoder, token_counter)
         hits = self.search(query, k=CONTEXT_DOCUMENTS if k is None else k, filter=filter, mode=mode, passage="region")
-        return build_context(query, hits, budget, counter, rule)
+        return build_context(query, hits, budget, counter, rule, min_score=floor)
 
     def get(self, ids: Sequence[str]) -> list[StoredDocument]:
         """Stored documents for the ids that exist, in the order asked."""

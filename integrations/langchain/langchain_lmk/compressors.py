@@ -41,6 +41,13 @@ class LMKContextCompressor(BaseDocumentCompressor):
         description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
         "(your LLM's); None: the encoder's tokenizer.",
     )
+    min_score: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
+        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
+    )
     _default: LMKEncoder | None = PrivateAttr(default=None)
 
     def _encoder(self) -> LMKEncoder:
@@ -63,7 +70,15 @@ class LMKContextCompressor(BaseDocumentCompressor):
         names = [str(i) for i in range(len(docs))]
         encoded = encoder.encode_multi(texts)
         passages = context(
-            query, texts, encoded, encoder, self.max_tokens, ids=names, k=len(docs), token_counter=self.token_counter
+            query,
+            texts,
+            encoded,
+            encoder,
+            self.max_tokens,
+            ids=names,
+            k=len(docs),
+            token_counter=self.token_counter,
+            min_score=self.min_score,
         )
         out = []
         for p in passages:

@@ -45,11 +45,18 @@ def context_documents(
     filter: FilterArg,
     mode: SearchMode | None,
     token_counter: Any = None,
+    min_score: float | None = None,
 ) -> list[Document]:
     """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``
     (counted by ``token_counter``, see :meth:`~lmk_rag.index.MultiVectorIndex.context`), from the
     ``max(k, CONTEXT_DOCUMENTS)`` best documents (what both LangChain retrievers return)."""
     passages = index.context(
-        query, max_tokens, k=max(k, CONTEXT_DOCUMENTS), filter=filter, mode=mode, token_counter=token_counter
+        query,
+        max_tokens,
+        k=max(k, CONTEXT_DOCUMENTS),
+        filter=filter,
+        mode=mode,
+        token_counter=token_counter,
+        min_score=min_score,
     )
     return [passage_to_document(p) for p in passages[:k]]

@@ -40,6 +40,13 @@ class LMKRetriever(BaseRetriever):
         description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
         "(your LLM's); None: the encoder's tokenizer.",
     )
+    min_score: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
+        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
+    )
     search_mode: SearchMode | None = Field(
         default=None,
         description="Index search mode (index.modes: prefetch, maxsim, pooled, hybrid for Qdrant; maxsim, pooled "
@@ -70,6 +77,7 @@ class LMKRetriever(BaseRetriever):
                 filter=kwargs.get("filter", self.filter),
                 mode=self.search_mode,
                 token_counter=self.token_counter,
+                min_score=kwargs.get("min_score", self.min_score),
             )
         hits = self.index.search(
             query,

@@ -18,7 +18,7 @@ from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .documents import context_documents, hit_to_document, hit_to_passage
 
-_CONTEXT_KWARGS = ("k", "max_tokens", "filter", "token_counter")
+_CONTEXT_KWARGS = ("k", "max_tokens", "filter", "token_counter", "min_score", "score_threshold")
 
 
 class LMKVectorStore(VectorStore):
@@ -357,6 +357,8 @@ class LMKStoreRetriever(VectorStoreRetriever):
             filter=search.get("filter"),
             mode=store.search_mode,
             token_counter=search.get("token_counter"),
+            # score_threshold is LangChain's name for the same floor (relevance = clipped cosine)
+            min_score=search.get("min_score", search.get("score_threshold")),
         )
 
 

@@ -27,6 +27,13 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
         description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
         "(your LLM's); None: the encoder's tokenizer.",
     )
+    min_score: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
+        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
+    )
     _encoder: Any = PrivateAttr(default=None)
 
     def __init__(self, encoder: LMKEncoder | None = None, **kwargs: Any) -> None:
@@ -59,6 +66,7 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
             ids=names,
             k=len(nodes),
             token_counter=self.token_counter,
+            min_score=self.min_score,
         )
         out = []
         for p in passages:

@@ -11,7 +11,7 @@ from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, Q
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.retrievers.lmk.filters import to_lmk_filter
 
-from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens
+from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens, check_min_score
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
@@ -144,6 +144,7 @@ class LMKRetriever(BaseRetriever):
         mode: str = "context",
         max_tokens: int = 512,
         token_counter: Callable[[str], int] | str | None = None,
+        min_score: float | None = None,
         search_mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
@@ -161,6 +162,7 @@ class LMKRetriever(BaseRetriever):
         self.mode = mode
         self.max_tokens = check_max_tokens(max_tokens)
         self.token_counter = token_counter
+        self.min_score = check_min_score(min_score)
         self.search_mode = search_mode
         self.neighbours = neighbours
         self.passage = check_passage_rule(passage)
@@ -176,6 +178,7 @@ class LMKRetriever(BaseRetriever):
                 filter=self.filters,
                 mode=self.search_mode,
                 token_counter=self.token_counter,
+                min_score=self.min_score,
             )
             return [passage_to_node(p) for p in passages]
         hits = self.index.search(

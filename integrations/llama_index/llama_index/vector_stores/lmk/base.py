@@ -96,6 +96,13 @@ class LMKVectorStore(BasePydanticVectorStore):
         description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
         "(your LLM's); None: the encoder's tokenizer.",
     )
+    min_score: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
+        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
+    )
     search_mode: SearchMode | None = Field(
         default=None, description="The index's search mode (index.modes); None: its default (hybrid on Qdrant)."
     )
@@ -256,6 +263,7 @@ class LMKVectorStore(BasePydanticVectorStore):
                 filter=where,
                 mode=mode,
                 token_counter=self.token_counter,
+                min_score=self.min_score,
             )
             # The budget decides how many: similarity_top_k (LlamaIndex's default is 2) only widens
             # the documents searched, so a default retriever still fills the budget.
