@@ -236,7 +236,7 @@ def test_llama_index_similarity_top_k_does_not_cap_the_context(word_index):
 def test_the_seeds_cover_several_documents_before_any_passage_widens():
     """The ranking is unsure: the second document's one strong landmark must reach a small context
     before the first document's passage widens over its merely good neighbours."""
-    a = doc("a", SENTENCES, [0.2] * 5 + [0.9, 0.7, 0.7, 0.7] + [0.2] * 11, score=1.0)
+    a = doc("a", SENTENCES, [0.2] * 5 + [0.9, 0.7] + [0.2] * 13, score=1.0)
     b = doc("b", SENTENCES, [0.1] * 12 + [0.88] + [0.1] * 7, score=0.95)
     rule = ContextRule(lexical_weight=0, rank_weight=0, seeds=2, widen_bonus=5.0, snap_chars=0, min_passage_tokens=0)
     passages = build_context("x", [a, b], 40, words, rule)

@@ -78,13 +78,13 @@ class ContextRule:
     its text. Ends move to sentence boundaries within ``snap_chars``. No passage is shorter than
     ``min_passage_tokens`` unless its whole document is, or it is the context's only one."""
 
-    width: int = 4
+    width: int = 8
     lexical_weight: float = 0.2
-    rank_weight: float = 0.9
+    rank_weight: float = 0.6
     snap_chars: int = 200
-    seeds: int = 4
-    cover_share: float = 0.5
-    widen_bonus: float = 1.0
+    seeds: int = 12
+    cover_share: float = 0.6
+    widen_bonus: float = 1.5
     min_passage_tokens: int = 16
     peak_weight: float = 0.5
 
