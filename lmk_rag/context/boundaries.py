@@ -29,6 +29,7 @@ def snap(text: str, start: int, end: int, floor: int, ceiling: int, reach: int) 
 
 
 def past_closers(text: str, end: int, hi: int) -> int:
+    """``end`` moved past closing quotes and brackets (a sentence's end includes them), not past ``hi``."""
     while end < hi and text[end] in "\"')]":
         end += 1
     return end

@@ -52,6 +52,7 @@ _STOPWORDS = frozenset(
 
 
 def spans_of(c: Candidate) -> np.ndarray:
+    """The candidate's landmark spans as an ``(n, 2)`` array (the whole text when it has none)."""
     spans = np.asarray(c.landmark_spans or [(0, len(c.text))], dtype=np.int64).reshape(-1, 2)
     return spans
 
@@ -59,6 +60,8 @@ def spans_of(c: Candidate) -> np.ndarray:
 def landmark_scores(
     query: str, docs: Sequence[Candidate], spans: list[np.ndarray], rule: ContextRule
 ) -> list[np.ndarray]:
+    """Each candidate's landmark scores: dense similarity z-normalised over all candidates, fused
+    with the z-normalised BM25 of each landmark's text by ``rule.lexical_weight``."""
     dense = []
     for c, s in zip(docs, spans):
         sims = c.landmark_scores

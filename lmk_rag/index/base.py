@@ -1,10 +1,7 @@
-"""One multi-vector index API, two backends with the same semantics.
-
-A document is stored with its pooled LMK vector, every landmark vector and each landmark's
-character span, so a hit names the document *and* the passage that matched. Re-adding an id
-replaces the document and all its landmarks; an index records the encoder's fingerprint and
-refuses an encoder that differs.
-"""
+"""One multi-vector index API, two backends with the same semantics: a document is stored with its
+pooled LMK vector, every landmark vector and each landmark's character span, so a hit names the
+document *and* the passage that matched. Re-adding an id replaces the document and all its
+landmarks; an index records the encoder's fingerprint and refuses an encoder that differs."""
 
 from __future__ import annotations
 
@@ -369,17 +366,11 @@ class MultiVectorIndex(ABC):
         rule: ContextRule | None = None,
         **renamed: object,
     ) -> list[Passage]:
-        """The passages, best first, to hand an LLM for ``query`` within ``max_tokens`` tokens.
-
-        The ``k`` best documents (default :data:`~lmk_rag.context.CONTEXT_DOCUMENTS`; ``filter`` and
-        ``mode`` as in :meth:`search`) are searched, and passages are grown from their landmark
-        scores (:mod:`lmk_rag.context`): each has the document ``id``, its character ``span`` into
-        the stored text, the ``text``, a ``score`` and its ``tokens``. Tokens are counted by the
-        encoder's tokenizer, or by ``token_counter`` (``str -> int``, or the folder of your LLM's
-        ``tokenizer.json``);
-        their sum never exceeds ``max_tokens``. With ``min_score`` (a cosine, the scale of
-        :attr:`Hit.similarity`), a passage starts only at a landmark at least that similar to the
-        query, so an off-topic query gets a short or empty context. An empty index gives an empty list."""
+        """The passages, best first, to hand an LLM for ``query`` within ``max_tokens`` tokens, from
+        the ``k`` best documents (``filter``, ``mode``: as in :meth:`search`) by
+        :func:`lmk_rag.context.build_context`. Tokens: by ``token_counter`` (``str -> int``, or your
+        LLM's tokenizer.json folder), else the encoder's. ``min_score``: no passage starts at a
+        landmark less similar (a cosine, as :attr:`Hit.similarity`). An empty index gives []."""
         refuse_renamed("context", renamed)
         budget = check_max_tokens(max_tokens)  # before the query is encoded
         floor = check_min_score(min_score)

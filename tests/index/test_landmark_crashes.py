@@ -151,7 +151,13 @@ def _check_against_a_clean_index(folder: Path, corpus: dict, backend: str, tmp_p
     finally:
         clean.close()
     for key, ranking in expected.items():
-        assert after[key] == ranking, f"{key}: {after[key]} != {ranking}"
+        if key[1] == "hybrid":
+            # The embedded engine's BM25 statistics still count deleted points until its segments
+            # are optimised, so after any delete (crash or not) hybrid scores differ slightly from a
+            # fresh index's and near-ties may swap: the same documents must be found.
+            assert set(after[key]) == set(ranking), f"{key}: {after[key]} != {ranking}"
+        else:
+            assert after[key] == ranking, f"{key}: {after[key]} != {ranking}"
     return len(ids)
 
 
