@@ -39,6 +39,26 @@ def shared_encoder(settings: dict[str, Any]) -> LMKEncoder:
         return encoder
 
 
+def token_counter_field() -> Any:
+    """The ``token_counter`` field of every framework class that builds a context."""
+    return Field(
+        default=None,
+        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
+        "(your LLM's); None: the encoder's tokenizer.",
+    )
+
+
+def min_score_field() -> Any:
+    """The ``min_score`` field (relevance floor) of every framework class that builds a context."""
+    return Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
+        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
+    )
+
+
 def clear_encoder_cache() -> None:
     """Forget the shared encoders (their models are freed once nothing else holds them)."""
     with _LOCK:

@@ -335,13 +335,19 @@ def docs_root() -> Path:
 def domain_folder(domain: Domain, root: str | Path | None = None) -> Path:
     """Where ``domain``'s HTML lives under ``root`` (default :func:`docs_root`), or an error that
     says how to extract the package."""
+    return package_folder(f"the {domain.name} documentation", domain.package, domain.folder, root)
+
+
+def package_folder(what: str, package: str, folder: str, root: str | Path | None = None) -> Path:
+    """``folder`` of Debian ``package`` under ``root`` (a ``dpkg -x`` per package, or the installed
+    tree), or an error naming ``what`` and saying how to extract the package."""
     base = Path(root) if root is not None else docs_root()
-    for candidate in (base / domain.package / domain.folder, base / domain.folder):
+    for candidate in (base / package / folder, base / folder):
         if candidate.is_dir():
             return candidate
     raise PathNotFoundError(
-        f"the {domain.name} documentation is not at {base / domain.package / domain.folder}: run "
-        f"`apt-get download {domain.package} && dpkg -x {domain.package}_*.deb {base / domain.package}` "
+        f"{what} is not at {base / package / folder}: run "
+        f"`apt-get download {package} && dpkg -x {package}_*.deb {base / package}` "
         "(and set LMK_DOCS_ROOT to that folder's parent), or apt-get install it"
     )
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidInputError, PathNotFoundError
-from .domains import docs_root, parse_html
+from ..errors import InvalidInputError
+from .domains import package_folder, parse_html
 from .rst import Page, Section
 
 FAQ_SPLITS = ("dev", "test")
@@ -91,15 +91,7 @@ def faq_sources_of(spec: str) -> list[FaqSource]:
 def faq_folder(source: FaqSource, root: str | Path | None = None) -> Path:
     """Where ``source``'s pages live under ``root`` (default: ``$LMK_DOCS_ROOT``), or an error that
     says how to extract its package."""
-    base = Path(root) if root is not None else docs_root()
-    for candidate in (base / source.package / source.folder, base / source.folder):
-        if candidate.is_dir():
-            return candidate
-    raise PathNotFoundError(
-        f"the {source.name} FAQ is not at {base / source.package / source.folder}: run "
-        f"`apt-get download {source.package} && dpkg -x {source.package}_*.deb {base / source.package}` "
-        "(and set LMK_DOCS_ROOT to that folder's parent), or apt-get install it"
-    )
+    return package_folder(f"the {source.name} FAQ", source.package, source.folder, root)
 
 
 def question_text(title: str) -> str | None:

@@ -10,6 +10,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from lmk_rag import LMKEncoder
+from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.passages import context
 
 from .documents import passage_metadata
@@ -36,18 +37,8 @@ class LMKContextCompressor(BaseDocumentCompressor):
 
     encoder: LMKEncoder | None = Field(default=None, description="The LMK encoder; None: the packaged model.")
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
-    token_counter: Any = Field(
-        default=None,
-        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
-        "(your LLM's); None: the encoder's tokenizer.",
-    )
-    min_score: float | None = Field(
-        default=None,
-        ge=-1.0,
-        le=1.0,
-        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
-        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
-    )
+    token_counter: Any = token_counter_field()
+    min_score: float | None = min_score_field()
     _default: LMKEncoder | None = PrivateAttr(default=None)
 
     def _encoder(self) -> LMKEncoder:

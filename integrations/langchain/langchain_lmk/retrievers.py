@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
+from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.index import MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
@@ -35,18 +36,8 @@ class LMKRetriever(BaseRetriever):
         default="context", description="The token-budgeted context, each document's best passage, or whole documents."
     )
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
-    token_counter: Any = Field(
-        default=None,
-        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
-        "(your LLM's); None: the encoder's tokenizer.",
-    )
-    min_score: float | None = Field(
-        default=None,
-        ge=-1.0,
-        le=1.0,
-        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
-        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
-    )
+    token_counter: Any = token_counter_field()
+    min_score: float | None = min_score_field()
     search_mode: SearchMode | None = Field(
         default=None,
         description="Index search mode (index.modes: prefetch, maxsim, pooled, hybrid for Qdrant; maxsim, pooled "

@@ -11,6 +11,7 @@ from llama_index.retrievers.lmk.base import passage_to_node
 
 from lmk_rag import LMKEncoder
 from lmk_rag.errors import InvalidInputError
+from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.passages import context
 
 
@@ -22,18 +23,8 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
     (when the node knows where it starts)."""
 
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
-    token_counter: Any = Field(
-        default=None,
-        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
-        "(your LLM's); None: the encoder's tokenizer.",
-    )
-    min_score: float | None = Field(
-        default=None,
-        ge=-1.0,
-        le=1.0,
-        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
-        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
-    )
+    token_counter: Any = token_counter_field()
+    min_score: float | None = min_score_field()
     _encoder: Any = PrivateAttr(default=None)
 
     def __init__(self, encoder: LMKEncoder | None = None, **kwargs: Any) -> None:

@@ -35,6 +35,7 @@ from llama_index.retrievers.lmk.filters import to_lmk_filter
 
 from lmk_rag.context import CONTEXT_DOCUMENTS
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
+from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.index import MultiVectorIndex, SearchMode
 
 logger = logging.getLogger("lmk_rag")
@@ -91,18 +92,8 @@ class LMKVectorStore(BasePydanticVectorStore):
         default="context", description="The token-budgeted context, or each document's best passage."
     )
     max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
-    token_counter: Any = Field(
-        default=None,
-        description="Counts the budget's tokens: a callable str -> int, or the folder of a tokenizer.json "
-        "(your LLM's); None: the encoder's tokenizer.",
-    )
-    min_score: float | None = Field(
-        default=None,
-        ge=-1.0,
-        le=1.0,
-        description="Relevance floor: a passage starts only at a landmark whose cosine similarity to the query "
-        "is at least this (the scale of hit.similarity; see lmk_rag.context.OFF_TOPIC_MIN_SCORE); None: no floor.",
-    )
+    token_counter: Any = token_counter_field()
+    min_score: float | None = min_score_field()
     search_mode: SearchMode | None = Field(
         default=None, description="The index's search mode (index.modes); None: its default (hybrid on Qdrant)."
     )
