@@ -104,8 +104,7 @@ def _choose(
         _, d, j = heapq.heappop(heap)
         if chosen[d][j]:
             continue
-        covering = picks < rule.seeds and used < rule.cover_share * max_tokens
-        if covering and _touches(chosen[d], j):
+        if not widening and _touches(chosen[d], j):
             continue  # covering places new passages; widening comes back to this one
         lo, hi = _merged(chosen[d], j)
         if hi - lo + 1 > rule.width:
@@ -143,9 +142,9 @@ def _widen_small(
             j += 1
             continue
         lo, hi = _merged(mask, j)
-        while (lo > 0 or hi < len(mask) - 1) and _snapped_tokens(text, spans, lo, hi, per_char, rule) < (
-            rule.min_passage_tokens
-        ):
+        while (lo > 0 or hi < len(mask) - 1) and _snapped_chars(
+            text, spans, lo, hi, rule.snap_chars
+        ) * per_char < rule.min_passage_tokens:
             left = values[lo - 1] if lo > 0 else -np.inf
             right = values[hi + 1] if hi < len(mask) - 1 else -np.inf
             mask[hi + 1 if right >= left else lo - 1] = True
@@ -153,9 +152,10 @@ def _widen_small(
         j = hi + 1
 
 
-def _snapped_tokens(text: str, spans: np.ndarray, lo: int, hi: int, per_char: float, rule: ContextRule) -> float:
-    start, end = snap(text, int(spans[lo, 0]), int(spans[hi, 1]), 0, len(text), rule.snap_chars)
-    return (end - start) * per_char
+def _snapped_chars(text: str, spans: np.ndarray, lo: int, hi: int, reach: int) -> int:
+    """Characters of landmarks ``lo..hi`` once their ends are snapped to sentence boundaries."""
+    start, end = snap(text, int(spans[lo, 0]), int(spans[hi, 1]), 0, len(text), reach)
+    return end - start
 
 
 def _merged(mask: np.ndarray, j: int) -> tuple[int, int]:
@@ -185,13 +185,8 @@ def _cost(text: str, spans: np.ndarray, mask: np.ndarray, j: int, per_char: floa
     """Estimated tokens that choosing landmark ``j`` adds: the snapped passage it joins, less the
     passages it merges (their snapped lengths), at the document's tokens per character."""
     lo, hi = _merged(mask, j)
-    after = snap(text, int(spans[lo, 0]), int(spans[hi, 1]), 0, len(text), reach)
-    old = 0
-    for a, b in ((lo, j - 1), (j + 1, hi)):
-        if a <= b:
-            s, e = snap(text, int(spans[a, 0]), int(spans[b, 1]), 0, len(text), reach)
-            old += e - s
-    return max(1.0, (after[1] - after[0] - old) * per_char)
+    old = sum(_snapped_chars(text, spans, a, b, reach) for a, b in ((lo, j - 1), (j + 1, hi)) if a <= b)
+    return max(1.0, (_snapped_chars(text, spans, lo, hi, reach) - old) * per_char)
 
 
 def _tokens_per_char(docs: Sequence[Candidate], spans: list[np.ndarray], count_tokens: BatchCounter) -> list[float]:
