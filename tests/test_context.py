@@ -3,6 +3,7 @@ budget, come best first, and bad input gets a clear error."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,10 @@ def test_every_path_takes_min_score_and_refuses_a_bad_one(word_index):
     store = LMKVectorStore(index=word_index)
     assert store.as_retriever(search_kwargs={"min_score": 0.99}).invoke(off_topic) == []
     assert store.as_retriever(search_kwargs={"score_threshold": 0.99}).invoke(off_topic) == []
+    # the async twins (ainvoke, aretrieve) take the same floor
+    assert asyncio.run(store.as_retriever(search_kwargs={"min_score": 0.99}).ainvoke(off_topic)) == []
+    assert asyncio.run(LMKRetriever(index=word_index, max_tokens=200, min_score=0.3).ainvoke(question))
+    assert asyncio.run(LlamaRetriever(word_index, max_tokens=200, min_score=0.99).aretrieve(off_topic)) == []
     texts = [d.text for d in word_index.get(word_index.ids())]
     compressor = LMKContextCompressor(encoder=word_index.encoder, max_tokens=200, min_score=0.99)
     assert list(compressor.compress_documents([Document(page_content=t) for t in texts], off_topic)) == []
