@@ -2,9 +2,10 @@
 
 from typing import Any
 
-from .base import SEARCH_MODES, Hit, MultiVectorIndex, SearchMode, StoredDocument
+from .base import SEARCH_MODES, MultiVectorIndex, SearchMode
 from .copy import copy_index
 from .filters import FilterArg, parse_filter
+from .hits import Hit, StoredDocument
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,6 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +29,7 @@ from ..context import (
 from ..encoder import LMKEncoder
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..inputs import check_k, check_texts, refuse_renamed
-from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule, locate_passage
+from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 from ..types import Fingerprint, MultiVector
 from .filters import (
     FILTER_EXAMPLE,
@@ -42,48 +41,13 @@ from .filters import (
     parse_filter,
     valid_metadata_key,
 )
+from .hits import Hit, PassageRequest, StoredDocument
 
 SearchMode = Literal["maxsim", "prefetch", "pooled", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = typing.get_args(SearchMode)
 # Backends that store BM25 vectors, named when another one is asked for mode="hybrid".
 HYBRID_BACKENDS = "QdrantIndex (embedded qdrant:PATH, a server via url=, or memory)"
 _ALLOWED_META = (str, int, float, bool)
-
-
-@dataclass(frozen=True)
-class StoredDocument:
-    """A document as stored: its id, text, metadata and each landmark's character span."""
-
-    id: str
-    text: str
-    metadata: dict[str, Any]
-    spans: list[tuple[int, int]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A search result: the document, its score, and the landmark passage that matched best.
-
-    ``score`` ranks the hits of one search (in ``hybrid`` mode a fusion relative to the other hits:
-    the best is 1.0); ``similarity`` is on an absolute scale: the cosine of the query with the
-    document's best landmark (its MaxSim), comparable across queries, what thresholds use.
-    ``span`` is the character span of ``passage`` in ``text`` (the matched landmark widened by
-    ``neighbours``), ``landmark_span`` the matched landmark's own. ``landmark_spans`` are the
-    character spans of all the document's landmarks and ``landmark_scores`` the query's similarity
-    to each (None where the backend did not compute them): what the context builder grows passages
-    from (:mod:`lmk_rag.context`)."""
-
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any]
-    landmark: int
-    span: tuple[int, int]
-    passage: str
-    landmark_spans: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
-    landmark_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
-    landmark_span: tuple[int, int] = field(default=(0, 0), compare=False)
-    similarity: float = 0.0
 
 
 def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> list[dict[str, Any]]:
@@ -137,52 +101,6 @@ def check_ids(ids: Sequence[str] | None, n: int) -> list[str]:
     if len(set(items)) != len(items):
         raise InvalidInputError("ids contains duplicates; each document needs its own id")
     return items
-
-
-@dataclass(frozen=True)
-class PassageRequest:
-    """How a hit's passage is chosen (``rule``, see :mod:`lmk_rag.passages`) and widened
-    (``neighbours`` landmarks each side)."""
-
-    rule: str = DEFAULT_PASSAGE_RULE
-    neighbours: int = 0
-
-
-def hit_from_vectors(
-    doc: StoredDocument, score: float, q: np.ndarray, vectors: np.ndarray, passage: PassageRequest
-) -> Hit:
-    """The hit of ``doc`` for query vector ``q``, its passage located among its landmark ``vectors``."""
-    sims = vectors @ q if len(vectors) else None
-    landmark = locate_passage(sims, passage.rule) if sims is not None else 0
-    return make_hit(doc, score, landmark, passage, sims)
-
-
-def make_hit(
-    doc: StoredDocument, score: float, landmark: int, passage: PassageRequest, sims: np.ndarray | None = None
-) -> Hit:
-    """The hit of ``doc`` with its passage at ``landmark`` (widened by ``passage.neighbours``)
-    and, when known, the landmark scores ``sims``."""
-    spans = doc.spans or [(0, len(doc.text))]
-    landmark = min(landmark, len(spans) - 1)
-    lo, hi = max(0, landmark - passage.neighbours), min(len(spans) - 1, landmark + passage.neighbours)
-    span = (int(spans[lo][0]), int(spans[hi][1]))
-    if sims is not None and len(sims) != len(spans):
-        sims = None  # vectors that do not match the stored spans name no landmark scores
-    # Without landmark scores the backend's score is the MaxSim itself (maxsim / prefetch / pooled).
-    similarity = float(np.max(sims)) if sims is not None and len(sims) else float(score)
-    return Hit(
-        doc.id,
-        float(score),
-        doc.text,
-        doc.metadata,
-        landmark,
-        span,
-        doc.text[span[0] : span[1]],
-        tuple((int(a), int(b)) for a, b in spans),
-        None if sims is None else np.asarray(sims, dtype=np.float32),
-        (int(spans[landmark][0]), int(spans[landmark][1])),
-        similarity,
-    )
 
 
 class MultiVectorIndex(ABC):

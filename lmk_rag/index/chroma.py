@@ -38,8 +38,9 @@ import numpy as np
 from ..encoder import LMKEncoder
 from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
-from .base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors, make_hit
+from .base import MultiVectorIndex, SearchMode
 from .filters import NativeFilter, ParsedFilter, to_chroma_where
+from .hits import Hit, PassageRequest, StoredDocument, hit_from_vectors, make_hit
 
 _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import DamagedIndexError, LMKError
 from ..types import MultiVector
-from .base import MultiVectorIndex, StoredDocument
+from .base import MultiVectorIndex
+from .hits import StoredDocument
 
 # How far from 1 a stored unit vector's length may be (float32 storage, int8 rescoring copies).
 NORM_TOLERANCE = 1e-3

@@ -26,9 +26,10 @@ import numpy as np
 from ...encoder import LMKEncoder
 from ...errors import IndexUnavailableError, InvalidInputError, MissingDependencyError, ReadOnlyIndexError
 from ...types import Fingerprint, MultiVector
-from ..base import Hit, MultiVectorIndex, PassageRequest, SearchMode, StoredDocument, hit_from_vectors
+from ..base import MultiVectorIndex, SearchMode
 from ..filters import ParsedFilter
 from ..fusion import check_fusion, fuse
+from ..hits import Hit, PassageRequest, StoredDocument, hit_from_vectors
 from ..redact import redact_uri
 from .client_store import ClientStore, auth_error, check_cluster_options, is_connection_error
 from .edge_files import damaged, is_damage

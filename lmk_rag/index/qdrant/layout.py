@@ -33,8 +33,8 @@ import numpy as np
 
 from ...errors import InvalidInputError, MissingDependencyError
 from ...types import MultiVector
-from ..base import StoredDocument
 from ..filters import ParsedFilter
+from ..hits import StoredDocument
 
 POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
 QUANTIZATIONS = ("int8", "binary")
