@@ -1,4 +1,4 @@
-"""Result and settings records returned by the encoder."""
+"""Result and settings records returned by the encoder, and the page map of paged documents."""
 
 from __future__ import annotations
 
@@ -108,3 +108,71 @@ class Fingerprint:
 
 def _norm(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+#: The metadata key holding a paged document's :class:`PageMap` (JSON text: metadata values are flat).
+PAGE_MAP_KEY = "page_map"
+
+
+@dataclass(frozen=True)
+class PageMap:
+    """Where each page of a paged document (a PDF) begins in its text: page ``i + 1`` starts at
+    character ``starts[i]`` and is printed as ``labels[i]`` (roman front matter, "A-3", ...).
+    Stored in a document's metadata under :data:`PAGE_MAP_KEY`, so every store keeps it and every
+    hit and passage can name its pages."""
+
+    starts: tuple[int, ...]
+    labels: tuple[str, ...]
+
+    def to_metadata(self) -> str:
+        """The map as the flat metadata value stored with the document."""
+        return json.dumps([[s, label] for s, label in zip(self.starts, self.labels)], separators=(",", ":"))
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any]) -> PageMap | None:
+        """The map a document's metadata holds; None for documents without pages (or a value
+        that is not a page map, e.g. a user's own ``page_map`` key)."""
+        value = metadata.get(PAGE_MAP_KEY)
+        if not isinstance(value, str):
+            return None
+        try:
+            pairs = json.loads(value)
+            starts = tuple(int(s) for s, _ in pairs)
+            labels = tuple(str(label) for _, label in pairs)
+        except (ValueError, TypeError):
+            return None
+        return cls(starts, labels) if starts else None
+
+    def pages(self, span: tuple[int, int]) -> tuple[int, ...]:
+        """The page numbers (from 1) that the characters ``span[0]:span[1]`` lie on."""
+        import bisect
+
+        first = max(bisect.bisect_right(self.starts, span[0]) - 1, 0)
+        last = max(bisect.bisect_right(self.starts, max(span[1] - 1, span[0])) - 1, first)
+        return tuple(range(first + 1, last + 2))
+
+    def label(self, page: int) -> str:
+        """The printed label of page ``page`` (counted from 1)."""
+        return self.labels[page - 1]
+
+
+def pages_of(metadata: dict[str, Any], span: tuple[int, int]) -> tuple[int, ...]:
+    """The pages (from 1) a span of a document lies on; () when the document has no page map."""
+    page_map = PageMap.from_metadata(metadata)
+    return page_map.pages(span) if page_map is not None else ()
+
+
+def page_labels_of(metadata: dict[str, Any], span: tuple[int, int]) -> tuple[str, ...]:
+    """The printed labels of the pages a span lies on; () when the document has no page map."""
+    page_map = PageMap.from_metadata(metadata)
+    return tuple(page_map.label(p) for p in page_map.pages(span)) if page_map is not None else ()
+
+
+def page_fields(metadata: dict[str, Any], span: tuple[int, int]) -> dict[str, int | str]:
+    """The page of a span in the frameworks' words: ``page`` counted from 0 (LangChain's PDF
+    loaders), ``page_label`` as printed (LlamaIndex's PDF reader); empty for documents without pages."""
+    page_map = PageMap.from_metadata(metadata)
+    if page_map is None:
+        return {}
+    first = page_map.pages(span)[0]
+    return {"page": first - 1, "page_label": page_map.label(first)}

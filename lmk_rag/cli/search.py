@@ -146,6 +146,8 @@ def run_search(args: argparse.Namespace) -> int:
                         "span": list(h.span),
                         "landmark_span": list(h.landmark_span),
                         "passage": h.passage,
+                        "pages": list(h.pages),
+                        "page_labels": list(h.page_labels),
                         "metadata": h.metadata,
                     }
                     for h in hits
@@ -158,12 +160,19 @@ def run_search(args: argparse.Namespace) -> int:
     for rank, hit in enumerate(hits, 1):
         print(
             f"{rank}. {shown_id(hit.id)}  score {hit.score:.3f}  similarity {hit.similarity:.3f}  "
-            f"chars {hit.span[0]}-{hit.span[1]}"
+            f"chars {hit.span[0]}-{hit.span[1]}{shown_pages(hit.page_labels)}"
         )
         print("   " + _highlight(hit, tty))
     if not hits:
         print("no results")
     return 0
+
+
+def shown_pages(labels: tuple[str, ...]) -> str:
+    """``  p. 12`` / ``  pp. 12-13`` for a passage of a paged document (a PDF); "" otherwise."""
+    if not labels:
+        return ""
+    return f"  p. {labels[0]}" if len(labels) == 1 else f"  pp. {labels[0]}-{labels[-1]}"
 
 
 def run_context(args: argparse.Namespace) -> int:
@@ -191,12 +200,23 @@ def run_context(args: argparse.Namespace) -> int:
     finally:
         index.close()
     if args.json:
-        print(json.dumps([dataclasses.asdict(p) for p in passages], indent=2))
+        print(
+            json.dumps(
+                [
+                    {**dataclasses.asdict(p), "pages": list(p.pages), "page_labels": list(p.page_labels)}
+                    for p in passages
+                ],
+                indent=2,
+            )
+        )
         return 0
     total = sum(p.tokens for p in passages)
     print(f"context for {args.query!r}: {len(passages)} passages, {total} of {args.context} tokens")
     for rank, p in enumerate(passages, 1):
-        print(f"\n[{rank}] {shown_id(p.id)}  chars {p.span[0]}-{p.span[1]}  {p.tokens} tokens  score {p.score:.2f}")
+        print(
+            f"\n[{rank}] {shown_id(p.id)}  chars {p.span[0]}-{p.span[1]}{shown_pages(p.page_labels)}  "
+            f"{p.tokens} tokens  score {p.score:.2f}"
+        )
         print(p.text.strip())
     if not passages:
         print("no results")

@@ -8,6 +8,7 @@ from langchain_core.documents import Document
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage
 from lmk_rag.index import FilterArg, Hit, MultiVectorIndex, SearchMode, StoredDocument
+from lmk_rag.types import page_fields
 
 
 def hit_to_document(hit: Hit | StoredDocument) -> Document:
@@ -17,8 +18,10 @@ def hit_to_document(hit: Hit | StoredDocument) -> Document:
 
 def passage_metadata(metadata: dict[str, Any], parent: str, span: tuple[int, int], **extra: object) -> dict[str, Any]:
     """A passage's metadata: its document's, plus ``parent_id``, ``span_start`` / ``span_end``
-    (characters in the parent's text) and ``extra`` (score, landmark, tokens)."""
-    return {**metadata, "parent_id": parent, "span_start": span[0], "span_end": span[1], **extra}
+    (characters in the parent's text), for a PDF the passage's ``page`` (from 0) and ``page_label``
+    as LangChain's PDF loaders name them, and ``extra`` (score, landmark, tokens)."""
+    pages = page_fields(metadata, span)
+    return {**metadata, "parent_id": parent, "span_start": span[0], "span_end": span[1], **pages, **extra}
 
 
 def hit_to_passage(hit: Hit) -> Document:

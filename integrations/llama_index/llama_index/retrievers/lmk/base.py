@@ -15,6 +15,7 @@ from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens, check_
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
+from lmk_rag.types import PAGE_MAP_KEY, page_fields
 
 RETRIEVER_MODES = ("context", "passage")
 # Kept in metadata for filters and deletes, kept out of the text an LLM reads: SimpleDirectoryReader's
@@ -31,7 +32,7 @@ FILE_METADATA_KEYS = (
     "last_modified_date",
     "last_accessed_date",
 )
-HIDDEN_FROM_LLM = (*FILE_METADATA_KEYS, REF_DOC_KEY, SOURCE_HASH_KEY)
+HIDDEN_FROM_LLM = (*FILE_METADATA_KEYS, REF_DOC_KEY, SOURCE_HASH_KEY, PAGE_MAP_KEY)
 
 
 def ingest_documents(index: MultiVectorIndex, documents: Sequence[Document]) -> list[str]:
@@ -94,6 +95,12 @@ def llm_view(node: TextNode) -> TextNode:
     return node
 
 
+def _page_label(metadata: dict[str, Any], span: tuple[int, int]) -> dict[str, str]:
+    """``page_label`` of a PDF passage's first page, as LlamaIndex's PDF reader names it; {} otherwise."""
+    label = page_fields(metadata, span).get("page_label")
+    return {"page_label": str(label)} if label is not None else {}
+
+
 def hit_to_node(hit: Hit) -> NodeWithScore:
     """A search hit as a LlamaIndex node: the passage, its document's metadata and SOURCE
     relationship, ``start_char_idx``/``end_char_idx`` of the passage; the score is the hit's
@@ -102,7 +109,7 @@ def hit_to_node(hit: Hit) -> NodeWithScore:
     node = TextNode(
         id_=f"{hit.id}#{hit.landmark}",
         text=hit.passage,
-        metadata=dict(hit.metadata),
+        metadata={**hit.metadata, **_page_label(hit.metadata, hit.span)},
         start_char_idx=hit.span[0],
         end_char_idx=hit.span[1],
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.id)},
@@ -118,7 +125,7 @@ def passage_to_node(passage: Passage, source: str | None = None, offset: int = 0
     node = TextNode(
         id_=f"{parent}:{start}-{end}",
         text=passage.text,
-        metadata=dict(passage.metadata),
+        metadata={**passage.metadata, **_page_label(passage.metadata, passage.span)},
         start_char_idx=start,
         end_char_idx=end,
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=parent)},
