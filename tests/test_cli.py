@@ -156,11 +156,11 @@ def test_kill_mid_ingest_then_resume_exactly_once(tmp_path, scheme):
 
 def test_bad_files_are_skipped_with_reasons(tmp_path, docs):
     (docs / "blob.txt").write_bytes(b"\x00\x01binary\x00")
-    (docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4\nnot a PDF body\n")
     out = cli("ingest", str(docs), "--index", f"qdrant:{tmp_path / 'idx'}", "--no-progress", *BASE)
     assert out.returncode == 1
     assert f"failed {(docs / 'blob.txt').resolve().as_posix()}: binary file" in out.stdout
-    assert "latin1.txt: not UTF-8" in out.stdout
+    assert "broken.pdf: damaged PDF" in out.stdout
     assert "6 documents in" in out.stdout
 
 
@@ -201,6 +201,7 @@ def test_an_index_with_the_old_relative_ids_is_moved_to_the_new_ones_without_ree
     old = []
     for _, path in discover([docs]).files:  # what the old ingest stored: the path relative to the folder
         read = read_for_ingest("x", path, {})
+        read.metadata["source"] = str(path.absolute())  # what the old ingest recorded as the source
         old.append((path.relative_to(docs).as_posix(), read))
     idx.add([r.text for _, r in old], ids=[i for i, _ in old], metadatas=[r.metadata for _, r in old])
     before = {d.id: v for d, v in idx.get_encoded(idx.ids())}

@@ -33,15 +33,15 @@ def local_ray():
 
 @pytest.fixture()
 def docs(tmp_path):
-    """The sample corpus, one long document that needs several windows, a file that is not
-    UTF-8 and a binary one (both must fail alone, reported by name)."""
+    """The sample corpus, one long document that needs several windows, a damaged PDF and a
+    binary .txt (both must fail alone, reported by name)."""
     folder = tmp_path / "docs"
     folder.mkdir()
     for p in CORPUS.glob("*.md"):
         (folder / p.name).write_text(p.read_text())
     (folder / "long").mkdir()
     (folder / "long" / "all.md").write_text("\n\n".join(p.read_text() for p in sorted(CORPUS.glob("*.md"))) * 3)
-    (folder / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4\nnot a PDF body\n")
     (folder / "blob.txt").write_bytes(b"\x00\x01\x02binary")
     return folder
 
@@ -75,9 +75,9 @@ def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, en
             (got.added, got.updated, got.skipped) == (expected.added, expected.updated, expected.skipped) == (6, 0, 0)
         )
         assert (got.landmarks, got.tokens) == (expected.landmarks, expected.tokens)
-        assert names(got.failed) == names(expected.failed) == {"latin1.txt", "blob.txt"}
+        assert names(got.failed) == names(expected.failed) == {"broken.pdf", "blob.txt"}
         failed = {i.split("/docs/", 1)[1]: reason for i, reason in got.failed.items()}
-        assert "not UTF-8" in failed["latin1.txt"] and "binary" in failed["blob.txt"]
+        assert "damaged PDF" in failed["broken.pdf"] and "binary" in failed["blob.txt"]
         assert_same(contents(single), contents(distributed))
         long_doc, long_mv = contents(distributed)["long/all.md"]
         # Longer than the 512-token window: encoded whole, in windows, to its last character.

@@ -42,7 +42,7 @@ def test_cli_ingest_on_a_two_node_cluster_into_a_chroma_server(tmp_path, docs, e
         out = cli(*args, "--ray-address", two_node_cluster.address)
         assert out.returncode == 1, out.stderr[-2000:]  # the two unreadable files, reported by name
         assert "added 6, updated 0, skipped 0 unchanged" in out.stdout and "ran on 2 Ray nodes" in out.stdout
-        assert "/docs/latin1.txt: not UTF-8" in out.stdout and "/docs/blob.txt: binary" in out.stdout
+        assert "/docs/broken.pdf: damaged PDF" in out.stdout and "/docs/blob.txt: binary" in out.stdout
         assert not ray.is_initialized(), "the command left this process connected to the cluster"
 
         reference = QdrantIndex(tmp_path / "reference", encoder=encoder)

@@ -8,14 +8,20 @@ from pathlib import Path
 
 from ..errors import InvalidInputError, PathNotFoundError
 from ..index.redact import redact_uri
-from ..ingest.discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb
+from ..ingest.discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb, sample_folder
 from .options import Command, add_index_options, add_quantization_option, open_index_of
 
 EXAMPLE_INGEST = """examples:
+  lmk-rag ingest --sample --index qdrant:./lmk_index       # the demo corpus that ships (Markdown, HTML, PDF)
   lmk-rag ingest docs/ --index qdrant:./lmk_index          # embedded Qdrant, packaged model
   lmk-rag ingest docs/ notes.md --index chroma:./chroma_db --json
   lmk-rag ingest docs/ --index qdrant+http://localhost:6333 --prune   # a server; drop deleted files
-  lmk-rag ingest docs/ --verify   # first re-encode stored documents whose vectors are damaged"""
+  lmk-rag ingest docs/ --include '*.md' --exclude 'build/**'   # gitignore-style globs below each folder
+  lmk-rag ingest docs/ --verify   # first re-encode stored documents whose vectors are damaged
+
+Every file under a folder is added, skipped (unchanged), ignored (hidden, not text, outside the
+globs, too large; with the reason) or failed (with the reason). Exit status: 0 when none failed,
+1 when some failed (the others are ingested), 2 for something to change before anything runs."""
 
 
 def add_parser(command: Command) -> None:
@@ -23,7 +29,22 @@ def add_parser(command: Command) -> None:
     ing = command(
         "ingest", run_ingest, EXAMPLE_INGEST, help="read files into a Qdrant or Chroma index (resumable, idempotent)"
     )
-    ing.add_argument("paths", nargs="+", help="files or folders")
+    ing.add_argument("paths", nargs="*", help="files or folders (text of any encoding, HTML, PDF, .gz of these)")
+    ing.add_argument("--sample", action="store_true", help="also ingest the demo corpus that ships with lmk-rag")
+    ing.add_argument(
+        "--include",
+        action="append",
+        default=None,
+        metavar="GLOB",
+        help="read only files matching this gitignore-style glob below each folder (repeatable), e.g. '*.md'",
+    )
+    ing.add_argument(
+        "--exclude",
+        action="append",
+        default=None,
+        metavar="GLOB",
+        help="pass over files and folders matching this glob (repeatable), e.g. 'build/**'",
+    )
     add_index_options(ing)
     add_quantization_option(ing)
     ing.add_argument(
@@ -66,6 +87,10 @@ def run_ingest(args: argparse.Namespace) -> int:
     and pruning first; exit 1 when a file failed."""
     from ..ingest import ingest
 
+    if args.sample:
+        args.paths = [*args.paths, str(sample_folder())]
+    if not args.paths:
+        raise InvalidInputError("give the files or folders to ingest (or --sample for the demo corpus)")
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         raise PathNotFoundError(f"no such file or folder: {', '.join(missing)}")
@@ -93,6 +118,8 @@ def run_ingest(args: argparse.Namespace) -> int:
             "show_progress": not args.no_progress,
             "follow_symlinks": args.follow_symlinks,
             "max_file_mb": args.max_file_mb,
+            "include": args.include,
+            "exclude": args.exclude,
         }
         if args.ray:
             from ..ingest.ray import connect, ingest_with_ray

@@ -1,23 +1,34 @@
-"""Files -> documents -> index: readers (``readers``), discovery and document ids (``discovery``),
-the idempotent, resumable pipeline (``pipeline``) and its Ray executor (``ray``)."""
+"""Files -> documents -> index: readers (``readers``: ``text``, ``html``, ``pdf``), discovery and
+document ids (``discovery``), the idempotent, resumable pipeline (``pipeline``) and its Ray
+executor (``ray``)."""
 
 from .discovery import DEFAULT_MAX_FILE_MB, Discovery, discover, document_id
+from .html import HTMLText, html_main_text
+from .pdf import PDFText, pdf_text
 from .pipeline import IngestSummary, ReadFile, adopt_legacy_ids, ingest, prune_vanished, read_for_ingest
-from .readers import HTML_SUFFIXES, TEXT_SUFFIXES, decode_text, html_to_text, read_document
+from .readers import BINARY_SUFFIXES, HTML_SUFFIXES, TEXT_SUFFIXES, NotText, ReadText, read_document
+from .text import DecodedText, decode_text
 
 __all__ = [
+    "BINARY_SUFFIXES",
     "DEFAULT_MAX_FILE_MB",
     "HTML_SUFFIXES",
     "TEXT_SUFFIXES",
+    "DecodedText",
     "Discovery",
+    "HTMLText",
     "IngestSummary",
+    "NotText",
+    "PDFText",
     "ReadFile",
+    "ReadText",
     "adopt_legacy_ids",
     "decode_text",
     "discover",
     "document_id",
-    "html_to_text",
+    "html_main_text",
     "ingest",
+    "pdf_text",
     "prune_vanished",
     "read_document",
     "read_for_ingest",

@@ -1,6 +1,6 @@
 """Finding the files to ingest under the paths given, and each one's document id (its absolute
-path, links resolved); links out of a folder, FIFOs, devices and the index's own folder are passed
-over with the reason."""
+path, links resolved); every entry passed over (hidden, binary by suffix, outside the globs asked
+for, links out of a folder, FIFOs, devices, the index's own folder) is listed with the reason."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pathspec
+
 from ..errors import InvalidInputError, PathNotFoundError
 from ..inputs import find_unencodable
-from .readers import TEXT_SUFFIXES
+from .readers import binary_suffix
 
 #: Files larger than this many MB are passed over unless ``max_file_mb`` says otherwise: encoding
 #: holds a file's tokens and landmark vectors in memory at once (a 150 MB text took 6 GB and hours).
@@ -36,11 +38,65 @@ class Discovery:
     ignored: dict[str, str] = field(default_factory=dict)
 
 
-def _walk(root: Path, follow_symlinks: bool, excluded: set[Path], ignored: dict[str, str]) -> Iterator[Path]:
-    """Every entry below ``root`` in sorted order, hidden ones and excluded folders left out;
-    folder links are entered only when following links, each real folder once (no loops). A
-    folder that cannot be read (no permission, a path longer than the system allows) is listed
-    in ``ignored`` with the reason, and the walk goes on."""
+def _globs(patterns: Iterable[str] | str | None, name: str) -> pathspec.GitIgnoreSpec | None:
+    """The patterns as one gitignore-style matcher; None when there are none."""
+    if patterns is None:
+        return None
+    items = [patterns] if isinstance(patterns, str) else list(patterns)
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            raise InvalidInputError(f"{name}[{i}] must be a non-empty glob such as '*.md' or 'build/**', got {item!r}")
+    return pathspec.GitIgnoreSpec.from_lines(items) if items else None
+
+
+class _Filter:
+    """Which entries below a root are read: not hidden, not in a folder never to enter, and as the
+    user's ``include`` / ``exclude`` globs say (matched against the path relative to the root)."""
+
+    def __init__(
+        self,
+        root: Path,
+        include: pathspec.GitIgnoreSpec | None,
+        exclude: pathspec.GitIgnoreSpec | None,
+        include_text: str,
+        exclude_text: str,
+    ) -> None:
+        self.root, self.include, self.exclude = root, include, exclude
+        self.include_text, self.exclude_text = include_text, exclude_text
+
+    def folder(self, path: Path) -> str | None:
+        """Why the folder ``path`` is not entered, or None."""
+        if path.name.startswith("."):
+            return "hidden folder (its name starts with '.'), not entered"
+        if self.exclude is not None and self.exclude.match_file(self._relative(path) + "/"):
+            return f"excluded by --exclude {self.exclude_text}"
+        return None
+
+    def file(self, path: Path) -> str | None:
+        """Why the file ``path`` is not read, or None."""
+        rel = self._relative(path)
+        if path.name.startswith("."):
+            return "hidden file (its name starts with '.'); give its path to read it"
+        if self.exclude is not None and self.exclude.match_file(rel):
+            return f"excluded by --exclude {self.exclude_text}"
+        if self.include is not None and not self.include.match_file(rel):
+            return f"not matched by --include {self.include_text}"
+        suffix = binary_suffix(path)
+        if suffix is not None:
+            return f"not a text format ({suffix} files hold no text lmk-rag reads)"
+        return None
+
+    def _relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+
+def _walk(
+    root: Path, follow_symlinks: bool, excluded: set[Path], ignored: dict[str, str], keep: _Filter
+) -> Iterator[Path]:
+    """Every file below ``root`` in sorted order that ``keep`` lets through (the others are listed
+    in ``ignored`` with why); folder links are entered only when following links, each real folder
+    once (no loops). A folder that cannot be read (no permission, a path longer than the system
+    allows) is listed in ``ignored`` with the reason, and the walk goes on."""
     seen: set[Path] = set()
 
     def unreadable(exc: OSError) -> None:
@@ -53,15 +109,32 @@ def _walk(root: Path, follow_symlinks: bool, excluded: set[Path], ignored: dict[
                 dirs[:] = []
                 continue
             seen.add(real)
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(top) / d).resolve() not in excluded)
-            links = [d for d in dirs if (Path(top) / d).is_symlink() and not follow_symlinks]
+            entered = []
+            for d in sorted(dirs):
+                path = Path(top) / d
+                if path.resolve() in excluded:
+                    ignored[_shown(path)] = "the index's own folder, not read"
+                    continue
+                if path.is_symlink() and not follow_symlinks:
+                    names.append(d)  # reported as a link to a folder below
+                    continue
+                reason = keep.folder(path)
+                if reason is not None:
+                    ignored[_shown(path)] = reason
+                else:
+                    entered.append(d)
+            dirs[:] = entered
         except OSError as exc:
             dirs[:] = []
             ignored[_shown(top)] = f"folder not read: {exc.strerror or exc}"
             continue
-        for name in sorted(names + links):
-            if not name.startswith("."):
-                yield Path(top) / name
+        for name in sorted(names):
+            path = Path(top) / name
+            reason = keep.file(path)
+            if reason is None:
+                yield path
+            else:
+                ignored[_shown(path)] = reason
 
 
 def _shown(path: str | os.PathLike[str]) -> str:
@@ -87,21 +160,27 @@ def _regular_file(path: Path, root: Path | None, follow_symlinks: bool) -> str |
 
 def discover(
     paths: Sequence[str | Path],
-    suffixes: Iterable[str] = TEXT_SUFFIXES | {".pdf"},
     *,
     follow_symlinks: bool = False,
-    exclude: Iterable[str | Path] = (),
+    not_entered: Iterable[str | Path] = (),
     max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
+    include: Iterable[str] | str | None = None,
+    exclude: Iterable[str] | str | None = None,
 ) -> Discovery:
     """(document id, file) pairs: ids are the files' absolute paths, links resolved (see the
     module docstring), so one file reached twice (overlapping roots, a link) is one document.
-    Links leading out of a root are passed over unless ``follow_symlinks``; folders in ``exclude``
-    (the index's own) are not entered; files over ``max_file_mb`` MB (None: no limit) are passed
-    over with their size and how to raise the limit.
+    Every other entry under a folder is listed in ``ignored`` with why: hidden names, formats
+    that hold no text (by suffix), links out of a root (unless ``follow_symlinks``), files over
+    ``max_file_mb`` MB (None: no limit), files that ``include`` globs do not match or ``exclude``
+    globs match (gitignore-style, against the path below the folder given). Folders in
+    ``not_entered`` (the index's own) are not entered. Files named directly are always read.
     """
     limit = check_max_file_mb(max_file_mb)
-    wanted = {s.lower() for s in suffixes}
-    excluded = {Path(e).resolve() for e in exclude}
+    include_spec, exclude_spec = _globs(include, "include"), _globs(exclude, "exclude")
+    shown_globs = [
+        " ".join(repr(g) for g in ([p] if isinstance(p, str) else list(p or ()))) for p in (include, exclude)
+    ]
+    excluded = {Path(e).resolve() for e in not_entered}
     found: dict[str, Path] = {}
     ignored: dict[str, str] = {}
 
@@ -124,20 +203,19 @@ def discover(
             found.setdefault(doc_id, root)  # the same file reached twice is one document
             continue
         real_root = root.resolve()
-        for path in _walk(root, follow_symlinks, excluded, ignored):
+        keep = _Filter(root, include_spec, exclude_spec, *shown_globs)
+        for path in _walk(root, follow_symlinks, excluded, ignored, keep):
             shown = _shown(path)
             try:
-                if path.suffix.lower() not in wanted and not (path.is_symlink() and path.is_dir()):
-                    continue
                 reason = _regular_file(path, real_root, follow_symlinks)
                 if reason is not None:
                     ignored[shown] = reason
-                elif path.suffix.lower() in wanted:
-                    doc_id = text_id(path)
-                    if doc_id is None:  # report it, ingest the rest
-                        ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
-                    else:
-                        found.setdefault(doc_id, path)
+                    continue
+                doc_id = text_id(path)
+                if doc_id is None:  # report it, ingest the rest
+                    ignored[shown] = "its path is not valid UTF-8 (document ids are text); rename it to ingest it"
+                else:
+                    found.setdefault(doc_id, path)
             except OSError as exc:  # e.g. a path longer than the system allows
                 ignored[shown] = f"not read: {exc.strerror or exc}"
     if limit is not None:
@@ -150,6 +228,12 @@ def discover(
                     "or max_file_mb=, 0 for none: a file's tokens and vectors are held in memory while it is encoded)"
                 )
     return Discovery(sorted(found.items()), ignored)
+
+
+def sample_folder() -> Path:
+    """The demo corpus that ships with lmk-rag (``lmk-rag ingest --sample``): a Markdown file, an
+    HTML page with navigation around its article, and a PDF whose pages hits cite."""
+    return Path(__file__).resolve().parents[1] / "sample"
 
 
 def document_id(path: Path) -> str:

@@ -26,10 +26,12 @@ from typing import Any
 
 from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, ReadOnlyIndexError
 from ..index.base import MultiVectorIndex
-from .discovery import DEFAULT_MAX_FILE_MB, _under, discover
-from .readers import read_document
+from .discovery import DEFAULT_MAX_FILE_MB, _under, check_max_file_mb, discover
+from .readers import NotText, read_document
 
 logger = logging.getLogger("lmk_rag")
+#: More files than this passed over for one reason are printed as one line (``--json`` lists each).
+_IGNORED_LINES_PER_REASON = 3
 
 
 @dataclass
@@ -65,7 +67,8 @@ class IngestSummary:
         }
 
     def lines(self) -> list[str]:
-        """The summary as the command line prints it: one line, then a line per failed or ignored file."""
+        """The summary as the command line prints it: one line, then a line per failed file and per
+        ignored file (one line for a reason shared by many)."""
         rate = self.tokens / self.seconds if self.seconds else 0.0
         nodes = len(self.ray_nodes)
         on_ray = f"; ran on {nodes} Ray node{'s' if nodes != 1 else ''}" if nodes else ""
@@ -75,7 +78,14 @@ class IngestSummary:
             f"({rate:.0f} tokens/s){on_ray}"
         ]
         out += [f"  failed {path}: {reason}" for path, reason in sorted(self.failed.items())]
-        out += [f"  ignored {path}: {reason}" for path, reason in sorted(self.ignored.items())]
+        by_reason: dict[str, list[str]] = {}
+        for path, reason in sorted(self.ignored.items()):
+            by_reason.setdefault(reason, []).append(path)
+        for reason, paths in by_reason.items():
+            if len(paths) > _IGNORED_LINES_PER_REASON:  # e.g. the images of an HTML tree: one line, --json has all
+                out.append(f"  ignored {len(paths)} files: {reason} ({paths[0]}, ...; --json lists them)")
+            else:
+                out += [f"  ignored {path}: {reason}" for path in paths]
         return out
 
 
@@ -110,8 +120,9 @@ def adopt_legacy_ids(index: MultiVectorIndex, files: Sequence[tuple[str, Path]])
 
 @dataclass
 class ReadFile:
-    """One discovered file after reading: ``status`` is "new", "changed", "unchanged" or "failed"
-    (then ``reason`` says why); text and metadata are set for new and changed files."""
+    """One discovered file after reading: ``status`` is "new", "changed", "unchanged", "failed" or
+    "ignored" (no text in it; then ``reason`` says why); text and metadata are set for new and
+    changed files."""
 
     id: str
     status: str
@@ -120,20 +131,27 @@ class ReadFile:
     reason: str = ""
 
 
-def read_for_ingest(doc_id: str, path: Path, known: Mapping[str, str | None]) -> ReadFile:
+def read_for_ingest(
+    doc_id: str, path: Path, known: Mapping[str, str | None], max_file_mb: float | None = None
+) -> ReadFile:
     """Read one file and compare its SHA-256 with the one the index holds (``known``: id -> sha256
-    of the documents already stored). The single-process and the Ray ingest both read through here."""
+    of the documents already stored). Metadata: ``source`` (the file's resolved path, equal to the
+    id), ``sha256``, ``bytes`` and what the reader learnt (``encoding``, ``title``, the page map).
+    A gzip file may unpack to at most ``max_file_mb`` MB. The single-process and the Ray ingest
+    both read through here."""
     try:
-        text, raw = read_document(path)
+        read = read_document(path, None if max_file_mb is None else int(max_file_mb * 2**20))
+    except NotText as exc:
+        return ReadFile(doc_id, "ignored", reason=str(exc))
     except ValueError as exc:
         return ReadFile(doc_id, "failed", reason=str(exc))
     except OSError as exc:  # vanished, no permission, a path longer than the system allows
         return ReadFile(doc_id, "failed", reason=f"not read: {exc.strerror or exc}")
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = hashlib.sha256(read.raw).hexdigest()
     if doc_id in known and known[doc_id] == digest:
         return ReadFile(doc_id, "unchanged")
-    metadata = {"source": str(path.absolute()), "sha256": digest, "bytes": len(raw)}
-    return ReadFile(doc_id, "changed" if doc_id in known else "new", text, metadata)
+    metadata = {"source": doc_id, "sha256": digest, "bytes": len(read.raw), **read.metadata}
+    return ReadFile(doc_id, "changed" if doc_id in known else "new", read.text, metadata)
 
 
 def stored_digests(index: MultiVectorIndex, ids: Sequence[str]) -> dict[str, str | None]:
@@ -248,9 +266,13 @@ def ingest(
     follow_symlinks: bool = False,
     attempts: int = 3,
     max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
+    include: Sequence[str] | str | None = None,
+    exclude: Sequence[str] | str | None = None,
 ) -> IngestSummary:
     """Add new and changed files to ``index``, skip unchanged ones; with ``prune``, remove the
-    documents whose files, under the paths given, are gone. The index's own folder is never read.
+    documents whose files, under the paths given, are gone. ``include`` / ``exclude``: gitignore-style
+    globs (``"*.md"``, ``"build/**"``) against paths below each folder given; every file passed over
+    is in ``summary.ignored`` with the reason. The index's own folder is never read.
     A batch that cannot be written is retried ``attempts`` times, then reported per file in
     ``summary.failed`` (the other files are still ingested)."""
     from tqdm.auto import tqdm
@@ -261,8 +283,10 @@ def ingest(
     found = discover(
         paths,
         follow_symlinks=follow_symlinks,
-        exclude=[index.folder] if index.folder else [],
+        not_entered=[index.folder] if index.folder else [],
         max_file_mb=max_file_mb,
+        include=include,
+        exclude=exclude,
     )
     files = found.files
     summary.ignored.update(found.ignored)
@@ -286,10 +310,12 @@ def ingest(
         pending.clear()
 
     for doc_id, path in files:
-        read = read_for_ingest(doc_id, path, known)
-        if read.status in ("failed", "unchanged"):
+        read = read_for_ingest(doc_id, path, known, check_max_file_mb(max_file_mb))
+        if read.status in ("failed", "ignored", "unchanged"):
             if read.status == "failed":
                 summary.failed[doc_id] = read.reason
+            elif read.status == "ignored":
+                summary.ignored[doc_id] = read.reason
             else:
                 summary.skipped += 1
             bar.update(1)
@@ -308,7 +334,7 @@ def ingest(
 def prune_vanished(index: MultiVectorIndex, paths: Sequence[str | Path], present: set[str]) -> int:
     """Delete the documents whose source file lies under ``paths`` and no longer exists; documents
     from other folders, and files that exist but were not read this run, are kept."""
-    roots = [Path(p).absolute() for p in paths]
+    roots = [Path(p).absolute() for p in paths] + [Path(p).resolve() for p in paths]
     gone = []
     for doc in index.get([i for i in index.ids() if i not in present]):
         source = doc.metadata.get("source")

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
 from ..index.base import MultiVectorIndex
 from ..types import Fingerprint
-from .discovery import DEFAULT_MAX_FILE_MB, discover
+from .discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb, discover
 from .pipeline import (
     IngestSummary,
     ReadFile,
@@ -99,6 +99,7 @@ class _IngestActor:
         spec: tuple[str, dict[str, Any]] | None,
         threads: int,
         attempts: int,
+        max_file_mb: float | None = None,
     ) -> None:
         import torch
 
@@ -115,13 +116,16 @@ class _IngestActor:
             )
         self.index = reopen(spec, self.encoder) if spec is not None else None
         self.attempts = attempts
+        self.max_file_mb = max_file_mb
         import ray
 
         self.node = ray.get_runtime_context().get_node_id()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         known = {i: (s or None) for i, s, stored in zip(batch["id"], batch["sha256"], batch["stored"]) if stored}
-        reads = [read_for_ingest(str(i), Path(str(p)), known) for i, p in zip(batch["id"], batch["path"])]
+        reads = [
+            read_for_ingest(str(i), Path(str(p)), known, self.max_file_mb) for i, p in zip(batch["id"], batch["path"])
+        ]
         todo = [r for r in reads if r.status in ("new", "changed")]
         multis, failed = encode_files(self.encoder, todo)
         if self.index is not None:
@@ -180,6 +184,8 @@ def ingest_with_ray(
     follow_symlinks: bool = False,
     attempts: int = 3,
     max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
+    include: Sequence[str] | str | None = None,
+    exclude: Sequence[str] | str | None = None,
 ) -> IngestSummary:
     """:func:`lmk_rag.ingest.ingest` with encoding (and, for a server index, writing) on a Ray
     cluster: ``actors`` encoders, each with ``cpus_per_actor`` CPUs and ``gpus_per_actor`` GPUs.
@@ -201,8 +207,10 @@ def ingest_with_ray(
     found = discover(
         paths,
         follow_symlinks=follow_symlinks,
-        exclude=[index.folder] if index.folder else [],
+        not_entered=[index.folder] if index.folder else [],
         max_file_mb=max_file_mb,
+        include=include,
+        exclude=exclude,
     )
     summary.ignored.update(found.ignored)
     adopt_legacy_ids(index, found.files)
@@ -237,6 +245,7 @@ def ingest_with_ray(
                 "spec": spec,
                 "threads": max(1, int(cpus_per_actor)),
                 "attempts": attempts,
+                "max_file_mb": check_max_file_mb(max_file_mb),
             },
         )  # Ray Data restarts actors that die and retries their batches (its defaults)
         bar = tqdm(total=len(rows), unit="doc", desc="ingest (ray)", disable=not show_progress)
@@ -271,6 +280,8 @@ def _collect(
         doc_id = str(doc_id)
         if status == "failed":
             summary.failed[doc_id] = str(reason)
+        elif status == "ignored":
+            summary.ignored[doc_id] = str(reason)
         elif status == "unchanged":
             summary.skipped += 1
         elif write_here:

@@ -1,142 +1,221 @@
-"""Reading files as text: plain text in any common encoding (a byte-order mark is honoured, UTF-8
-otherwise), HTML without its markup, PDF through pypdf; binary and undecodable files are refused
-with the reason."""
+"""Files -> text and reader metadata: plain text in any encoding (recorded), HTML's main text and
+title, PDF text with its page map, gzip-compressed files of any of these; files whose suffix says
+nothing are recognised by their content. Binary files are told apart with the reason."""
 
 from __future__ import annotations
 
-import codecs
-import html.parser
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidInputError
+from ..types import PAGE_MAP_KEY
+from .html import html_main_text
+from .pdf import pdf_text
+from .text import GZIP_MAGIC, decode_text, gunzip, is_text
 
-TEXT_SUFFIXES = {
-    ".txt",
-    ".md",
-    ".markdown",
-    ".rst",
-    ".adoc",
-    ".tex",
-    ".csv",
-    ".tsv",
-    ".json",
-    ".jsonl",
-    ".yaml",
-    ".yml",
-    ".toml",
-    ".ini",
-    ".cfg",
-    ".xml",
-    ".py",
-    ".pyi",
-    ".js",
-    ".jsx",
-    ".ts",
-    ".tsx",
-    ".java",
-    ".kt",
-    ".scala",
-    ".c",
-    ".h",
-    ".cc",
-    ".cpp",
-    ".hpp",
-    ".cs",
-    ".go",
-    ".rs",
-    ".rb",
-    ".php",
-    ".swift",
-    ".m",
-    ".r",
-    ".jl",
-    ".lua",
-    ".sh",
-    ".bash",
-    ".zsh",
-    ".sql",
-    ".css",
-    ".scss",
-    ".html",
-    ".htm",
-}
-HTML_SUFFIXES = {".html", ".htm"}
-
-
-class _HTMLText(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style"):
-            self._skip += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-        if tag in ("p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr"):
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
-
-
-def html_to_text(markup: str) -> str:
-    """The text of an HTML page: scripts and styles dropped, block elements on their own lines."""
-    parser = _HTMLText()
-    parser.feed(markup)
-    return "".join(parser.parts)
-
-
-# Byte-order marks, longest first (the UTF-32 LE mark begins with the UTF-16 LE one).
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
+#: Suffixes read as plain text without looking at the content first.
+TEXT_SUFFIXES = frozenset(
+    [
+        ".txt",
+        ".text",
+        ".md",
+        ".markdown",
+        ".rst",
+        ".adoc",
+        ".asciidoc",
+        ".org",
+        ".tex",
+        ".texi",
+        ".texinfo",
+        ".pod",
+        ".man",
+        ".csv",
+        ".tsv",
+        ".json",
+        ".jsonl",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".xml",
+        ".py",
+        ".pyi",
+        ".js",
+        ".jsx",
+        ".ts",
+        ".tsx",
+        ".java",
+        ".kt",
+        ".scala",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".go",
+        ".rs",
+        ".rb",
+        ".php",
+        ".swift",
+        ".m",
+        ".r",
+        ".jl",
+        ".lua",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".sql",
+        ".css",
+        ".scss",
+        ".el",
+        ".vim",
+        ".diff",
+        ".patch",
+        ".log",
+    ]
 )
+HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
+PDF_SUFFIXES = frozenset({".pdf"})
+#: Suffixes of formats that hold no text lmk-rag reads: listed as ignored without being opened.
+BINARY_SUFFIXES = frozenset(
+    [
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".bmp",
+        ".tif",
+        ".tiff",
+        ".ico",
+        ".webp",
+        ".svgz",
+        ".psd",
+        ".xcf",
+        ".mp3",
+        ".ogg",
+        ".oga",
+        ".flac",
+        ".wav",
+        ".mp4",
+        ".mkv",
+        ".avi",
+        ".mov",
+        ".webm",
+        ".zip",
+        ".tar",
+        ".tgz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".7z",
+        ".rar",
+        ".deb",
+        ".rpm",
+        ".jar",
+        ".whl",
+        ".egg",
+        ".so",
+        ".o",
+        ".a",
+        ".dll",
+        ".dylib",
+        ".exe",
+        ".bin",
+        ".pyc",
+        ".pyo",
+        ".class",
+        ".woff",
+        ".woff2",
+        ".ttf",
+        ".otf",
+        ".eot",
+        ".db",
+        ".sqlite",
+        ".sqlite3",
+        ".doc",
+        ".docx",
+        ".xls",
+        ".xlsx",
+        ".ppt",
+        ".pptx",
+        ".odt",
+        ".ods",
+        ".odp",
+        ".epub",
+        ".dvi",
+        ".ps",
+        ".eps",
+        ".parquet",
+        ".arrow",
+        ".npy",
+        ".npz",
+        ".pt",
+        ".pth",
+        ".safetensors",
+        ".onnx",
+        ".pkl",
+        ".mo",
+        ".gmo",
+    ]
+)
+_SNIFF_BYTES = 8192
 
 
-def decode_text(raw: bytes) -> str:
-    """UTF-8, or UTF-16/32 and UTF-8 with a byte-order mark; ValueError for binary or other encodings."""
-    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
-    if encoding is None:
-        if b"\x00" in raw[:8192]:
-            raise InvalidInputError("binary file")
-        encoding = "utf-8"
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"not {encoding.upper().replace('-SIG', '')} (byte {exc.start})") from exc
-    if "\x00" in text[:8192]:
-        raise InvalidInputError("binary file")
-    return text
+class NotText(InvalidInputError):
+    """A file that holds no text to read (an image, an archive, other binary content): listed as
+    ignored with the reason, not as failed."""
 
 
-def read_document(path: Path) -> tuple[str, bytes]:
-    """(text, raw bytes); ValueError with a reason for binary, undecodable or unreadable files."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"unreadable: {exc.strerror or exc}") from exc
-    if path.suffix.lower() == ".pdf":
-        return _pdf_text(path), raw
-    text = decode_text(raw)
-    if path.suffix.lower() in HTML_SUFFIXES:
-        text = html_to_text(text)
-    return text, raw
+@dataclass(frozen=True)
+class ReadText:
+    """What a reader made of a file: its text, its bytes as stored (their SHA-256 tells whether it
+    changed) and metadata the reader learnt (encoding, title, page map, compression)."""
+
+    text: str
+    raw: bytes
+    metadata: dict[str, str | int] = field(default_factory=dict)
 
 
-def _pdf_text(path: Path) -> str:
-    try:
-        from pypdf import PdfReader
-    except ImportError as exc:
-        raise InvalidInputError("PDF needs the optional extra: pip install 'lmk-rag[pdf]'") from exc
-    try:
-        return "\n\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
-    except Exception as exc:
-        raise InvalidInputError(f"unreadable PDF: {exc}") from exc
+def binary_suffix(path: Path) -> str | None:
+    """The suffix when ``path``'s name marks a binary format (``.png``), else None."""
+    suffix = path.suffix.lower()
+    return suffix if suffix in BINARY_SUFFIXES else None
+
+
+def read_document(path: Path, max_bytes: int | None = None) -> ReadText:
+    """Read ``path`` (see the module docstring). Raises NotText for binary content in a file whose
+    suffix did not promise text, InvalidInputError with the reason for a file that should hold
+    text and does not (or cannot be read), OSError as the system raises it."""
+    raw = path.read_bytes()
+    name, data, metadata = path.name, raw, dict[str, str | int]()
+    if path.suffix.lower() == ".gz" or raw.startswith(GZIP_MAGIC):
+        data = gunzip(raw, max_bytes)
+        name = name[:-3] if name.lower().endswith(".gz") else name
+        metadata["compression"] = "gzip"
+    text, found = _read(Path(name), data)
+    return ReadText(text, raw, {**metadata, **found})
+
+
+def _read(name: Path, data: bytes) -> tuple[str, dict[str, str | int]]:
+    suffix = name.suffix.lower()
+    head = data[:_SNIFF_BYTES]
+    if suffix in PDF_SUFFIXES or head.startswith(b"%PDF-"):
+        pdf = pdf_text(data)
+        meta: dict[str, str | int] = {PAGE_MAP_KEY: pdf.pages.to_metadata(), "total_pages": len(pdf.pages.starts)}
+        return pdf.text, {**meta, **({"title": pdf.title} if pdf.title else {})}
+    if suffix in HTML_SUFFIXES or (suffix not in TEXT_SUFFIXES and _looks_like_html(head)):
+        decoded = decode_text(data, html=True)
+        page = html_main_text(decoded.text)
+        return page.text, {"encoding": decoded.encoding, **({"title": page.title} if page.title else {})}
+    if suffix not in TEXT_SUFFIXES and not is_text(head):
+        raise NotText("binary content (not text, HTML or PDF)")
+    decoded = decode_text(data)
+    return decoded.text, {"encoding": decoded.encoding}
+
+
+def _looks_like_html(head: bytes) -> bool:
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return start.startswith((b"<!doctype html", b"<html"))
