@@ -25,7 +25,7 @@ from lmk_rag.corpora.domains import domains_of
 from lmk_rag.eval.domains import domain_tasks
 from lmk_rag.eval.metrics import retrieval_metrics
 from lmk_rag.index import QdrantIndex
-from lmk_rag.index.base import PassageRequest
+from lmk_rag.index.hits import PassageRequest
 from lmk_rag.passages import span_covers
 
 

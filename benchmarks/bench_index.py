@@ -32,7 +32,7 @@ from _real_vectors import RealCorpus, load
 
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import ChromaIndex, QdrantIndex
-from lmk_rag.index.base import PassageRequest
+from lmk_rag.index.hits import PassageRequest
 
 K = 10
 
