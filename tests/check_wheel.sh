@@ -54,4 +54,10 @@ bin="$work/venv/bin"
 out=$("$bin/lmk-rag" search "How long do solar inverters last?" --index qdrant:./lmk_index -k 3)
 echo "$out"
 echo "$out" | head -n 1 | grep -q "home_solar.md" || { echo "check_wheel: search did not rank home_solar.md first" >&2; exit 1; }
+# The demo corpus ships in the wheel: its HTML page and PDF are read, and the PDF's hit names its page.
+"$bin/lmk-rag" ingest --sample --index qdrant:./sample_index --no-progress | grep -q "added 3" \
+  || { echo "check_wheel: lmk-rag ingest --sample did not add the 3 demo documents" >&2; exit 1; }
+out=$("$bin/lmk-rag" search "when do spring tides come?" --index qdrant:./sample_index -k 1 --neighbours 0)
+echo "$out"
+echo "$out" | head -n 1 | grep -q "tide_tables.pdf .* p\{1,2\}\. " || { echo "check_wheel: the demo PDF's hit names no page" >&2; exit 1; }
 step "passed"

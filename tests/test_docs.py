@@ -69,7 +69,10 @@ def test_every_command_of_the_readme_runs_as_written(tmp_path):
                 [str(lmk_rag), *words[1:]], capture_output=True, text=True, timeout=300, env=ENV, cwd=tmp_path
             )
             assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
-            if words[1] == "search" and "--context" in words:
+            if words[1] == "search" and "tides" in line:  # the shipped demo corpus (--sample): a PDF, cited by page
+                first = proc.stdout.splitlines()[0]
+                assert "tide_tables.pdf" in first and (" p. " in first or " pp. " in first), proc.stdout
+            elif words[1] == "search" and "--context" in words:
                 assert "[1] examples/sample_corpus/home_solar.md" in proc.stdout, proc.stdout
             elif words[1] == "search" and "--json" not in words:
                 assert proc.stdout.splitlines()[0].startswith("1. examples/sample_corpus/home_solar.md"), proc.stdout
