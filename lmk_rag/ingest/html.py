@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, MissingDependencyError
 
 # Permalink anchors that documentation generators put after each heading ("Install¶", "Install#").
 _PERMALINK_XPATH = (
@@ -28,8 +28,13 @@ class HTMLText:
 def html_main_text(markup: str | bytes) -> HTMLText:
     """The main text of an HTML page (see the module docstring); InvalidInputError when the page
     has none: nothing but navigation links, scripts or an empty body."""
-    import lxml.html
-    import trafilatura
+    try:
+        import lxml.html
+        import trafilatura
+    except ImportError as exc:  # a broken install: say what to reinstall, not a traceback per page
+        raise MissingDependencyError(
+            f"reading HTML needs trafilatura and lxml_html_clean ({exc}): pip install trafilatura lxml_html_clean"
+        ) from exc
 
     try:
         tree = lxml.html.document_fromstring(markup)
