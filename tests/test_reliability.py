@@ -590,13 +590,14 @@ def test_a_full_disk_is_one_line_not_a_bus_error(small_disk):
     assert len(out.stderr.strip().splitlines()) == 1
 
     disk = small_disk(400)
-    built = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    # Calls with room on the disk run in this process; those that once died of SIGBUS in their own.
+    built = cli("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
     assert built.returncode == 0, built.stderr[-2000:]
     _fill(disk, leave_mb=40)
     found = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}")
     assert found.returncode == 2 and "free to open" in found.stderr, (found.returncode, found.stderr[-2000:])
     (disk / "filler").unlink()
-    again = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
+    again = cli("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
     assert again.returncode == 0 and "tides.md" in again.stdout  # committed data survived
 
     # Room to open but not to write: the ingest stops at its first write with one line (exit 2).
@@ -613,7 +614,7 @@ def test_a_full_disk_is_one_line_not_a_bus_error(small_disk):
     assert stopped.returncode == 2 and "free to write" in stopped.stderr, (stopped.returncode, stopped.stderr[-2000:])
     assert len(stopped.stderr.strip().splitlines()) == 1
     (disk / "filler").unlink()
-    info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    info = cli("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
     assert json.loads(info.stdout)["documents"] == 5  # nothing lost, nothing half-written
 
 
@@ -626,7 +627,7 @@ def test_building_a_missing_landmark_index_on_a_full_disk_is_one_line_not_a_bus_
     from lmk_rag.index.space import MARGIN_BYTES, OPEN_MARGIN_BYTES, unfilled_bytes
 
     disk = small_disk(800)  # the engine's files are sparse: a retry needs room for two shards' holes
-    built = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    built = cli("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")  # room: in this process
     assert built.returncode == 0, built.stderr[-2000:]
     shutil.rmtree(disk / "idx" / "lmk.landmarks")
     to_open = unfilled_bytes(disk / "idx", "vector_storage") + OPEN_MARGIN_BYTES
@@ -635,7 +636,7 @@ def test_building_a_missing_landmark_index_on_a_full_disk_is_one_line_not_a_bus_
     assert out.returncode == 2 and "free to write" in out.stderr, (out.returncode, out.stderr[-2000:])
     assert len(out.stderr.strip().splitlines()) == 1
     (disk / "filler").unlink()
-    again = cli_subprocess("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
+    again = cli("search", "tides", "--index", f"qdrant:{disk / 'idx'}", "-k", "1")
     assert again.returncode == 0 and "tides.md" in again.stdout, again.stderr[-2000:]
 
 
@@ -808,26 +809,26 @@ def test_a_path_longer_than_the_system_allows_is_reported_and_the_rest_ingested(
 @pytest.mark.slow
 def test_an_index_on_read_only_media_can_be_searched(small_disk):
     disk = small_disk(400)
-    built = cli_subprocess("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    built = cli("ingest", str(CORPUS), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
     assert built.returncode == 0, built.stderr[-2000:]
     remount = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True)
     if remount.returncode != 0:
         pytest.skip(f"cannot remount read-only here ({remount.stderr.decode().strip()})")
     before = {p: p.stat().st_mtime_ns for p in disk.rglob("*")}
-    found = cli_subprocess("search", "tides and the moon", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    found = cli("search", "tides and the moon", "--index", f"qdrant:{disk / 'idx'}", "--json")
     assert found.returncode == 0, found.stderr[-2000:]
     assert json.loads(found.stdout)[0]["id"].endswith("tides.md")
-    info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    info = cli("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
     assert info.returncode == 0 and json.loads(info.stdout)["documents"] == 5
     assert {p: p.stat().st_mtime_ns for p in disk.rglob("*")} == before
     # A write is refused, never reported as made on the temporary copy and dropped (#51 item 6).
     more = disk.parent / "more"
     more.mkdir()
     (more / "new.md").write_text("A new document about kettles and citric acid.")
-    added = cli_subprocess("ingest", str(more), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
+    added = cli("ingest", str(more), "--index", f"qdrant:{disk / 'idx'}", "--no-progress")
     one_error_line(added, "is on read-only media")
     assert "added" not in added.stdout
-    info = cli_subprocess("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
+    info = cli("info", "--index", f"qdrant:{disk / 'idx'}", "--json")
     assert json.loads(info.stdout)["documents"] == 5
 
 
@@ -990,3 +991,22 @@ def test_a_stub_tokenizer_or_config_in_a_folder_from_elsewhere_is_one_clear_erro
         clear_model_cache()
         with pytest.raises(ModelLoadError, match=message):
             LMKEncoder(str(folder), device="cpu").encode(["hello"])
+
+
+def test_chroma_landmark_search_is_wide_enough_to_find_what_concurrent_writers_added(tmp_path, base):
+    """#51 item 9: Chroma's default HNSW breadth (100) let rank-5 documents differ between two
+    identical Ray ingests; the landmark collection searches wider, also one made before."""
+    import chromadb
+
+    from lmk_rag.index import ChromaIndex
+    from lmk_rag.index.chroma import LANDMARK_SEARCH_EF
+
+    old = chromadb.PersistentClient(path=str(tmp_path / "old"))
+    old.get_or_create_collection("lmk", metadata={"hnsw:space": "cosine"}, embedding_function=None)
+    for folder in ("old", "new"):
+        idx = ChromaIndex(tmp_path / folder, encoder=base)
+        try:
+            assert idx.landmarks.configuration["hnsw"]["ef_search"] == LANDMARK_SEARCH_EF
+            assert idx.landmarks.configuration["hnsw"]["space"] == "cosine"
+        finally:
+            idx.close()

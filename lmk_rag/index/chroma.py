@@ -48,6 +48,10 @@ _ROWS_PER_WRITE = 2000
 STALE_SECONDS = 3600
 logger = logging.getLogger("lmk_rag")
 _SPACE = {"hnsw:space": "cosine"}
+#: HNSW search breadth of the landmark collection: well above the rows a search asks for (k x
+#: overfetch), so the nearest landmarks are found whatever order concurrent writers inserted them in
+#: (Chroma's default, 100, let a few rank-5 documents differ between two identical Ray ingests).
+LANDMARK_SEARCH_EF = 256
 DEFAULT_PATH = "./lmk_chroma"
 WRITE_LOCK = ".lmk_write.lock"
 
@@ -182,9 +186,23 @@ class ChromaIndex(MultiVectorIndex):
         self._check_fingerprint(stored)
 
     def _open_collections(self) -> None:
-        self.landmarks = self.client.get_or_create_collection(self.name, metadata=_SPACE, embedding_function=None)
+        self.landmarks = self.client.get_or_create_collection(
+            self.name, metadata={**_SPACE, "hnsw:search_ef": LANDMARK_SEARCH_EF}, embedding_function=None
+        )
+        self._widen_search(self.landmarks)
         self.docs = self.client.get_or_create_collection(f"{self.name}__docs", metadata=_SPACE, embedding_function=None)
         self.meta = self.client.get_or_create_collection(f"{self.name}__lmk_meta", embedding_function=None)
+
+    @staticmethod
+    def _widen_search(collection: Any) -> None:
+        """Raise the search breadth of a landmark collection made before it was set; a store that
+        cannot change it (an older server, read-only media) keeps its own."""
+        try:
+            hnsw = (collection.configuration or {}).get("hnsw") or {}
+            if int(hnsw.get("ef_search") or LANDMARK_SEARCH_EF) < LANDMARK_SEARCH_EF:
+                collection.modify(configuration={"hnsw": {"ef_search": LANDMARK_SEARCH_EF}})
+        except Exception as exc:  # noqa: BLE001 - a narrower search, never a failed open
+            logger.debug("left the landmark collection's ef_search as it is: %s", exc)
 
     def _on_disk(self) -> tuple[tuple[int, int], ...] | None:
         """When and how much the embedded folder's database was last written (None for a server)."""
