@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import InvalidInputError, MissingDependencyError
+from .text import decode_text
 
 # Permalink anchors that documentation generators put after each heading ("Install¶", "Install#").
 _PERMALINK_XPATH = (
@@ -36,8 +37,13 @@ def html_main_text(markup: str | bytes) -> HTMLText:
             f"reading HTML needs trafilatura and lxml_html_clean ({exc}): pip install trafilatura lxml_html_clean"
         ) from exc
 
+    if isinstance(markup, bytes):  # decoded as ingest does: BOM, UTF-8, the declared charset, detection
+        markup = decode_text(markup, html=True).text
     try:
-        tree = lxml.html.document_fromstring(markup)
+        # As UTF-8 bytes with the parser told so: lxml refuses text that declares an encoding
+        # (<?xml version="1.0" encoding="UTF-8"?>, as DocBook pages begin).
+        parser = lxml.html.HTMLParser(encoding="utf-8")
+        tree = lxml.html.document_fromstring(markup.encode("utf-8", "surrogatepass"), parser=parser)
     except (ValueError, lxml.etree.ParserError) as exc:
         raise InvalidInputError("no HTML content (an empty or unparsable page)") from exc
     title = " ".join((tree.findtext(".//title") or "").split())
