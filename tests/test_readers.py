@@ -6,6 +6,7 @@ corpus that ships."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 from pathlib import Path
@@ -245,3 +246,21 @@ def test_real_pages_of_this_machine_including_an_xml_declaration_are_read():
         read = read_document(path)
         assert len(read.text.split()) > 50 and read.metadata["encoding"], path
         assert "<" not in read.text[:200] or "</" not in read.text[:200], path  # text, not markup
+
+
+def test_a_pdf_that_needs_a_password_is_one_line_and_one_with_an_owner_password_only_is_read(tmp_path, encoder):
+    pypdf = pytest.importorskip("pypdf")
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    for name, user_password in (("locked.pdf", "s3cret"), ("open.pdf", "")):
+        writer = pypdf.PdfWriter(clone_from=pypdf.PdfReader(io.BytesIO(make_pdf([[f"The {name} page on payroll."]]))))
+        writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
+        with open(folder / name, "wb") as handle:
+            writer.write(handle)
+    index = QdrantIndex(tmp_path / "idx", encoder=encoder)
+    try:
+        summary = ingest(index, [folder], show_progress=False)
+    finally:
+        index.close()
+    assert summary.added == 1 and [Path(p).name for p in summary.failed] == ["locked.pdf"]
+    assert "needs a password" in next(iter(summary.failed.values()))
