@@ -168,6 +168,25 @@ def page_labels_of(metadata: dict[str, Any], span: tuple[int, int]) -> tuple[str
     return tuple(page_map.label(p) for p in page_map.pages(span)) if page_map is not None else ()
 
 
+class PagedSpan:
+    """The pages of a span of a document: :attr:`pages` and :attr:`page_labels` for whatever
+    carries the document's ``metadata`` and a character ``span`` of it (a hit, a context passage)."""
+
+    metadata: dict[str, Any]
+    span: tuple[int, int]
+
+    @property
+    def pages(self) -> tuple[int, ...]:
+        """The pages (counted from 1) the span lies on, for documents read with a page map (PDFs);
+        () otherwise."""
+        return pages_of(self.metadata, self.span)
+
+    @property
+    def page_labels(self) -> tuple[str, ...]:
+        """The printed labels of :attr:`pages` ("iv", "12"); () for documents without pages."""
+        return page_labels_of(self.metadata, self.span)
+
+
 def page_fields(metadata: dict[str, Any], span: tuple[int, int]) -> dict[str, int | str]:
     """The page of a span in the frameworks' words: ``page`` counted from 0 (LangChain's PDF
     loaders), ``page_label`` as printed (LlamaIndex's PDF reader); empty for documents without pages."""

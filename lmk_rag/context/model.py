@@ -9,11 +9,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..types import page_labels_of, pages_of
+from ..types import PagedSpan
 
 
 @dataclass(frozen=True)
-class Passage:
+class Passage(PagedSpan):
     """One piece of the context: ``text`` is ``document_text[span[0]:span[1]]`` of document ``id``."""
 
     id: str
@@ -22,17 +22,6 @@ class Passage:
     score: float
     tokens: int
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def pages(self) -> tuple[int, ...]:
-        """The pages (counted from 1) the passage lies on, for documents read with a page map
-        (PDFs); () otherwise."""
-        return pages_of(self.metadata, self.span)
-
-    @property
-    def page_labels(self) -> tuple[str, ...]:
-        """The printed labels of :attr:`pages`; () for documents without pages."""
-        return page_labels_of(self.metadata, self.span)
 
 
 class Candidate(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..passages import DEFAULT_PASSAGE_RULE, locate_passage
-from ..types import page_labels_of, pages_of
+from ..types import PagedSpan
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class StoredDocument:
 
 
 @dataclass(frozen=True)
-class Hit:
+class Hit(PagedSpan):
     """A search result: the document, its score, and the landmark passage that matched best.
 
     ``score`` ranks the hits of one search (in ``hybrid`` mode a fusion relative to the other hits:
@@ -46,17 +46,6 @@ class Hit:
     landmark_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
     landmark_span: tuple[int, int] = field(default=(0, 0), compare=False)
     similarity: float = 0.0
-
-    @property
-    def pages(self) -> tuple[int, ...]:
-        """The pages (counted from 1) the passage lies on, for documents read with a page map
-        (PDFs); () otherwise."""
-        return pages_of(self.metadata, self.span)
-
-    @property
-    def page_labels(self) -> tuple[str, ...]:
-        """The printed labels of :attr:`pages` ("iv", "12"); () for documents without pages."""
-        return page_labels_of(self.metadata, self.span)
 
 
 @dataclass(frozen=True)
