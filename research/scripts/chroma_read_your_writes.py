@@ -37,11 +37,10 @@ def corpus(root: Path, n: int, into: Path) -> list[str]:
     return queries
 
 
-def exact_tops(index: ChromaIndex, queries: np.ndarray, k: int) -> list[list[str]]:
-    """Each query's top-k documents by exact MaxSim over every stored landmark vector."""
+def exact_scores(index: ChromaIndex, queries: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Every document's exact MaxSim for each query (queries x documents), and the documents' ids."""
     stored = [(d.id, mv.vectors) for batch in index.scan() for d, mv in batch]
-    scores = np.stack([(vectors @ queries.T).max(axis=0) for _, vectors in stored], axis=1)
-    return [[stored[j][0] for j in np.argsort(-row, kind="stable")[:k]] for row in scores]
+    return [i for i, _ in stored], np.stack([(vectors @ queries.T).max(axis=0) for _, vectors in stored], axis=1)
 
 
 def main() -> None:
@@ -65,8 +64,16 @@ def main() -> None:
                 qv = encoder.encode_query(queries)
                 first = [[h.id for h in index.search(q, k=5, mode="maxsim")] for q in queries]
                 again = [[h.id for h in index.search(q, k=5, mode="maxsim")] for q in queries]
-                exact = exact_tops(index, np.asarray(qv, dtype=np.float32), 5)
+                ids, scores = exact_scores(index, np.asarray(qv, dtype=np.float32))
+                exact = [[ids[j] for j in np.argsort(-row, kind="stable")[:5]] for row in scores]
                 differ = sum(set(a) != set(b) for a, b in zip(first, exact))
+                for q, (got, want) in enumerate(zip(first, exact)):
+                    if set(got) != set(want):  # how far the document searched out is from the one it displaced
+                        by_id = dict(zip(ids, scores[q]))
+                        print(
+                            f"  query {q}: rank-5 exact {by_id[want[-1]]:.6f}, "
+                            f"searched {min(by_id[g] for g in got):.6f}"
+                        )
                 unstable = sum(a != b for a, b in zip(first, again))
                 own = sum(not any(h.endswith(f"{i:04d}.txt") for h in hits) for i, hits in enumerate(first))
                 print(
