@@ -6,8 +6,9 @@ pages read by the previous reader (tags stripped) and by lmk-rag's reader (main 
    as queries; the share of context words from a labelled page that are not in its labelled main
    text (counted as a multiset, so a word the main text holds twice is main text twice).
 2. Answers: FAQ pages (question-style sets; dev and test sources) as whole HTML pages, questions
-   as queries; answer recall = share of the answer's words found in the context's passages from
-   the answer's page; page hit = a passage from the answer's page is in the context.
+   as queries; each answer located in each reader's text (by its first and last six words);
+   recall = the share of the answer's words inside the context's passages, hit = any of them;
+   an answer the reader lost counts 0 (and is counted apart).
 
     python research/scripts/reader_effect.py [--faq dev|test|all] [--budget 512]
 """
@@ -79,6 +80,37 @@ def boilerplate(encoder: LMKEncoder, budget: int) -> None:
         print(f"  {name:16s} boilerplate words in contexts: {extra / max(total, 1):.2%} of {total}")
 
 
+def locate(text: str, answer: str) -> tuple[int, int] | None:
+    """The character span of ``answer`` in ``text``, found by its first and last six words (the
+    readers differ in whitespace and markup, not in the words of a paragraph); None when the
+    reader lost it."""
+    spans = [(m.start(), m.end(), m.group().lower()) for m in _WORDS.finditer(text)]
+    words_ = [w for _, _, w in spans]
+    want = [w.lower() for w in _WORDS.findall(answer)]
+    if len(want) < 6:
+        return None
+    head = want[:6]
+    starts = [i for i in range(len(words_) - 5) if words_[i : i + 6] == head]
+    # The answer's last six words, or, where the reader left out what the answer ends with (the
+    # FAQ parser's answer of a page's last question runs on into its navigation), six earlier ones.
+    for drop in range(min(40, len(want) - 6) + 1):
+        tail = want[len(want) - 6 - drop : len(want) - drop]
+        for i in starts:
+            for j in range(i, min(len(words_) - 5, i + 3 * len(want))):
+                if words_[j : j + 6] == tail:
+                    return spans[i][0], spans[j + 5][1]
+    return None
+
+
+def covered(span: tuple[int, int], text: str, passages: list[tuple[int, int]]) -> float:
+    """The share of the words of ``text[span]`` that lie inside one of ``passages``."""
+    inside = total = 0
+    for m in _WORDS.finditer(text, span[0], span[1]):
+        total += 1
+        inside += any(a <= m.start() and m.end() <= b for a, b in passages)
+    return inside / max(total, 1)
+
+
 def answers(encoder: LMKEncoder, split: str, budget: int) -> None:
     for source in faq_sources_of(split):
         folder = faq_folder(source)
@@ -86,7 +118,7 @@ def answers(encoder: LMKEncoder, split: str, budget: int) -> None:
         files = {
             f"{source.name}/{p.relative_to(folder).as_posix()}": p for pat in source.include for p in folder.glob(pat)
         }
-        qa = [(q.question, page.name, words(page.text[q.start : q.end])) for page, qs in pages for q in qs]
+        qa = [(q.question, page.name, page.text[q.start : q.end]) for page, qs in pages for q in qs]
         row = []
         for name, reader in READERS.items():
             texts = {}
@@ -98,18 +130,23 @@ def answers(encoder: LMKEncoder, split: str, budget: int) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 index = index_of({i: t for i, t in texts.items() if t.strip()}, encoder, Path(tmp) / "idx")
                 try:
-                    recall = hit = 0.0
+                    recall = hit = lost = 0.0
                     for question, page, answer in qa:
-                        ctx = index.context(question, budget)
-                        got = words(" ".join(p.text for p in ctx if p.id == page))
-                        recall += sum((got & answer).values()) / max(sum(answer.values()), 1)
-                        hit += any(p.id == page for p in ctx)
+                        where = locate(texts[page], answer)
+                        if where is None:
+                            lost += 1
+                            continue
+                        ctx = [p.span for p in index.context(question, budget) if p.id == page]
+                        share = covered(where, texts[page], ctx)
+                        recall += share
+                        hit += share > 0
                 finally:
                     index.close()
-            row.append(f"{name}: recall {recall / len(qa):.3f}, page hit {hit / len(qa):.3f}")
-        print(
-            f"  {source.name} ({source.split}, {len(files)} pages, {len(qa)} questions): " + "; ".join(row), flush=True
-        )
+            n = len(qa)
+            row.append(
+                f"{name}: recall {recall / n:.3f}, hit {hit / n:.3f}, answer not found in the text {lost / n:.3f}"
+            )
+        print(f"  {source.name} ({source.split}, {len(files)} pages, {n} questions): " + "; ".join(row), flush=True)
 
 
 def main() -> None:
