@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -145,8 +146,6 @@ class PageMap:
 
     def pages(self, span: tuple[int, int]) -> tuple[int, ...]:
         """The page numbers (from 1) that the characters ``span[0]:span[1]`` lie on."""
-        import bisect
-
         first = max(bisect.bisect_right(self.starts, span[0]) - 1, 0)
         last = max(bisect.bisect_right(self.starts, max(span[1] - 1, span[0])) - 1, first)
         return tuple(range(first + 1, last + 2))

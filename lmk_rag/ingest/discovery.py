@@ -38,38 +38,42 @@ class Discovery:
     ignored: dict[str, str] = field(default_factory=dict)
 
 
-def _globs(patterns: Iterable[str] | str | None, name: str) -> pathspec.GitIgnoreSpec | None:
-    """The patterns as one gitignore-style matcher; None when there are none."""
+@dataclass(frozen=True)
+class _Globs:
+    """The user's globs as one gitignore-style matcher, and as they are named in messages."""
+
+    spec: pathspec.GitIgnoreSpec
+    shown: str
+
+    def match(self, relative: str) -> bool:
+        """Whether a path below the folder given (POSIX, folders ending in ``/``) matches."""
+        return self.spec.match_file(relative)
+
+
+def _globs(patterns: Iterable[str] | str | None, name: str) -> _Globs | None:
+    """The patterns checked and compiled; None when there are none."""
     if patterns is None:
         return None
     items = [patterns] if isinstance(patterns, str) else list(patterns)
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():
             raise InvalidInputError(f"{name}[{i}] must be a non-empty glob such as '*.md' or 'build/**', got {item!r}")
-    return pathspec.GitIgnoreSpec.from_lines(items) if items else None
+    return _Globs(pathspec.GitIgnoreSpec.from_lines(items), " ".join(map(repr, items))) if items else None
 
 
 class _Filter:
     """Which entries below a root are read: not hidden, not in a folder never to enter, and as the
     user's ``include`` / ``exclude`` globs say (matched against the path relative to the root)."""
 
-    def __init__(
-        self,
-        root: Path,
-        include: pathspec.GitIgnoreSpec | None,
-        exclude: pathspec.GitIgnoreSpec | None,
-        include_text: str,
-        exclude_text: str,
-    ) -> None:
+    def __init__(self, root: Path, include: _Globs | None, exclude: _Globs | None) -> None:
         self.root, self.include, self.exclude = root, include, exclude
-        self.include_text, self.exclude_text = include_text, exclude_text
 
     def folder(self, path: Path) -> str | None:
         """Why the folder ``path`` is not entered, or None."""
         if path.name.startswith("."):
             return "hidden folder (its name starts with '.'), not entered"
-        if self.exclude is not None and self.exclude.match_file(self._relative(path) + "/"):
-            return f"excluded by --exclude {self.exclude_text}"
+        if self.exclude is not None and self.exclude.match(self._relative(path) + "/"):
+            return f"excluded by --exclude {self.exclude.shown}"
         return None
 
     def file(self, path: Path) -> str | None:
@@ -77,10 +81,10 @@ class _Filter:
         rel = self._relative(path)
         if path.name.startswith("."):
             return "hidden file (its name starts with '.'); give its path to read it"
-        if self.exclude is not None and self.exclude.match_file(rel):
-            return f"excluded by --exclude {self.exclude_text}"
-        if self.include is not None and not self.include.match_file(rel):
-            return f"not matched by --include {self.include_text}"
+        if self.exclude is not None and self.exclude.match(rel):
+            return f"excluded by --exclude {self.exclude.shown}"
+        if self.include is not None and not self.include.match(rel):
+            return f"not matched by --include {self.include.shown}"
         suffix = binary_suffix(path)
         if suffix is not None:
             return f"not a text format ({suffix} files hold no text lmk-rag reads)"
@@ -176,10 +180,7 @@ def discover(
     ``not_entered`` (the index's own) are not entered. Files named directly are always read.
     """
     limit = check_max_file_mb(max_file_mb)
-    include_spec, exclude_spec = _globs(include, "include"), _globs(exclude, "exclude")
-    shown_globs = [
-        " ".join(repr(g) for g in ([p] if isinstance(p, str) else list(p or ()))) for p in (include, exclude)
-    ]
+    include_globs, exclude_globs = _globs(include, "include"), _globs(exclude, "exclude")
     excluded = {Path(e).resolve() for e in not_entered}
     found: dict[str, Path] = {}
     ignored: dict[str, str] = {}
@@ -203,7 +204,7 @@ def discover(
             found.setdefault(doc_id, root)  # the same file reached twice is one document
             continue
         real_root = root.resolve()
-        keep = _Filter(root, include_spec, exclude_spec, *shown_globs)
+        keep = _Filter(root, include_globs, exclude_globs)
         for path in _walk(root, follow_symlinks, excluded, ignored, keep):
             shown = _shown(path)
             try:

@@ -309,8 +309,9 @@ def ingest(
         bar.set_postfix_str(f"{summary.tokens / max(elapsed, 1e-9):.0f} tok/s")
         pending.clear()
 
+    unpack_limit = check_max_file_mb(max_file_mb)
     for doc_id, path in files:
-        read = read_for_ingest(doc_id, path, known, check_max_file_mb(max_file_mb))
+        read = read_for_ingest(doc_id, path, known, unpack_limit)
         if read.status in ("failed", "ignored", "unchanged"):
             if read.status == "failed":
                 summary.failed[doc_id] = read.reason
