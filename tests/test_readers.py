@@ -5,6 +5,7 @@ corpus that ships."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import json
@@ -99,6 +100,15 @@ def test_frameworks_and_the_command_line_cite_pages(birds_pdf, encoder, tmp_path
     index = QdrantIndex(tmp_path / "idx", encoder=encoder)
     try:
         (hit,) = index.search("Gannets dive into the sea", k=1)
+        # The async twins users chain (LangChain ainvoke, LlamaIndex aretrieve) carry the pages too.
+        from llama_index.retrievers.lmk import LMKRetriever as LlamaIndexRetriever
+
+        from langchain_lmk import LMKRetriever as LangChainRetriever
+
+        docs = asyncio.run(LangChainRetriever(index=index, max_tokens=64).ainvoke("puffin burrows"))
+        assert docs and all("page_label" in d.metadata and "page" in d.metadata for d in docs)
+        nodes = asyncio.run(LlamaIndexRetriever(index, max_tokens=64).aretrieve("puffin burrows"))
+        assert nodes and all("page_label" in n.node.metadata for n in nodes)
     finally:
         index.close()
     lc = hit_to_passage(hit)
@@ -280,3 +290,18 @@ def test_headings_and_text_between_blocks_are_kept():
     assert "3.13: How does base arithmetic work?" in blocks and "3.14: How do I get a newline in my prompt?" in blocks
     assert "or equivalently" in blocks and "(( foo = 16#ff ))" in blocks
     assert any(b.startswith("or even the original syntax") for b in blocks)
+
+
+def test_bad_globs_are_one_line_before_the_index_is_made(tmp_path, encoder):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("Garlic needs a cold spell.")
+    out = run_cli("ingest", str(folder), "--index", f"qdrant:{tmp_path / 'idx'}", "--include", " ")
+    assert out.returncode == 2 and "include[0] must be a non-empty glob" in out.stderr, out.stderr
+    assert not (tmp_path / "idx").exists()  # said before anything was created
+    index = QdrantIndex(tmp_path / "idx2", encoder=encoder)
+    try:
+        with pytest.raises(ValueError, match="exclude\\[0\\]"):
+            ingest(index, [folder], exclude=[""], show_progress=False)
+    finally:
+        index.close()

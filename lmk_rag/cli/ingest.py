@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import InvalidInputError, PathNotFoundError
 from ..index.redact import redact_uri
-from ..ingest.discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb, sample_folder
+from ..ingest.discovery import DEFAULT_MAX_FILE_MB, check_globs, check_max_file_mb, sample_folder
 from .options import Command, add_index_options, add_quantization_option, open_index_of
 
 EXAMPLE_INGEST = """examples:
@@ -104,6 +104,8 @@ def run_ingest(args: argparse.Namespace) -> int:
     if given and not args.ray:
         raise InvalidInputError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --ray; add --ray")
     check_max_file_mb(args.max_file_mb)  # before the index is opened or anything encoded
+    check_globs(args.include, "include")
+    check_globs(args.exclude, "exclude")
     index = open_index_of(args, must_exist=False)
     started_ray = False
     verified = None

@@ -50,8 +50,9 @@ class _Globs:
         return self.spec.match_file(relative)
 
 
-def _globs(patterns: Iterable[str] | str | None, name: str) -> _Globs | None:
-    """The patterns checked and compiled; None when there are none."""
+def check_globs(patterns: Iterable[str] | str | None, name: str) -> _Globs | None:
+    """``include`` / ``exclude`` patterns checked (non-empty strings) and compiled; None when there
+    are none. InvalidInputError names the argument and the bad item."""
     if patterns is None:
         return None
     items = [patterns] if isinstance(patterns, str) else list(patterns)
@@ -180,7 +181,7 @@ def discover(
     ``not_entered`` (the index's own) are not entered. Files named directly are always read.
     """
     limit = check_max_file_mb(max_file_mb)
-    include_globs, exclude_globs = _globs(include, "include"), _globs(exclude, "exclude")
+    include_globs, exclude_globs = check_globs(include, "include"), check_globs(exclude, "exclude")
     excluded = {Path(e).resolve() for e in not_entered}
     found: dict[str, Path] = {}
     ignored: dict[str, str] = {}
