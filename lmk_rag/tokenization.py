@@ -108,7 +108,13 @@ def budget_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
     """Tokens of each text by ``tokenizer`` (a ``tokenizers.Tokenizer``), without special tokens,
     and at least one per :data:`MAX_CHARS_PER_TOKEN` characters: a word the tokenizer cannot read
     (a 100k-character base64 run) is one unknown token to it, but thousands to an LLM."""
-    encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
+    try:
+        encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
+    except Exception as exc:  # the tokenizer's message names neither the text nor the cause
+        bad = find_unencodable(texts)
+        if bad is not None:
+            raise bad from exc
+        raise
     return [max(len(e.ids), -(-len(t) // MAX_CHARS_PER_TOKEN)) for e, t in zip(encoded, texts)]
 
 

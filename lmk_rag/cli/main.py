@@ -13,13 +13,13 @@ from typing import Any
 
 from ..errors import LMKError
 from ..index.redact import redact_uri
-from . import evaluate, indexes, ingest, models, search
+from . import evaluate, indexes, ingest, models, search, serve
 from .options import Handler, package_version
 
 logger = logging.getLogger("lmk_rag")
 
 #: The command groups, in the order ``lmk-rag -h`` lists their commands.
-GROUPS = (evaluate, ingest, search, indexes, models)
+GROUPS = (evaluate, ingest, search, indexes, models, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
