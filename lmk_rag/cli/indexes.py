@@ -96,8 +96,9 @@ def run_info(args: argparse.Namespace) -> int:
             "documents": len(index),
             "fingerprint": index.encoder.fingerprint.to_dict(),
         }
-        if hasattr(index, "landmarks") and hasattr(index.landmarks, "count"):
-            data["landmark_rows"] = index.landmarks.count()
+        store = getattr(index, "store", None)  # Qdrant: the landmark index beside the documents
+        if store is not None and hasattr(store, "landmark_count"):
+            data["landmark_rows"] = store.landmark_count()
     finally:
         index.close()
     if args.json:

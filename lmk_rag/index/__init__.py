@@ -18,6 +18,10 @@ def __getattr__(name: str) -> Any:
         from .chroma import ChromaIndex
 
         return ChromaIndex
+    if name == "RemoteIndex":
+        from .remote import RemoteIndex
+
+        return RemoteIndex
     raise AttributeError(name)
 
 
@@ -28,6 +32,7 @@ __all__ = [
     "Hit",
     "MultiVectorIndex",
     "QdrantIndex",
+    "RemoteIndex",
     "SearchMode",
     "StoredDocument",
     "copy_index",

@@ -8,6 +8,7 @@ from langchain_core.documents import Document
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage
 from lmk_rag.index import FilterArg, Hit, MultiVectorIndex, SearchMode, StoredDocument
+from lmk_rag.index.remote import RemoteIndex
 from lmk_rag.types import page_fields
 
 
@@ -40,7 +41,7 @@ def passage_to_document(passage: Passage) -> Document:
 
 
 def context_documents(
-    index: MultiVectorIndex,
+    index: MultiVectorIndex | RemoteIndex,
     query: str,
     *,
     k: int,

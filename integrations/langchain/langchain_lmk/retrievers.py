@@ -7,10 +7,11 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, SecretStr, model_validator
 
 from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.index import MultiVectorIndex, SearchMode
+from lmk_rag.index.remote import RemoteIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
 
 from .documents import context_documents, hit_to_document, hit_to_passage
@@ -24,11 +25,19 @@ class LMKRetriever(BaseRetriever):
     each with the document's metadata plus ``parent_id``, ``span_start``/``span_end``, ``score`` and
     ``tokens``; ``mode="passage"`` returns each of the ``k`` best documents' best landmark passage
     (``landmark`` in metadata too); ``mode="document"`` returns whole documents, metadata unchanged.
+
+    ``url=`` instead of ``index=`` uses the index of an ``lmk-rag serve --index ...`` server
+    (a :class:`~lmk_rag.index.RemoteIndex`; ``api_key`` or ``$LMK_RAG_API_KEY``), so many chains
+    share one server.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    index: MultiVectorIndex = Field(description="A QdrantIndex or ChromaIndex.")
+    index: MultiVectorIndex | RemoteIndex = Field(
+        description="A QdrantIndex or ChromaIndex, or a RemoteIndex (what url= builds)."
+    )
+    url: str | None = Field(default=None, description="An lmk-rag server to retrieve from instead of index=.")
+    api_key: SecretStr | None = Field(default=None, description="The server's API key (default $LMK_RAG_API_KEY).")
     k: int = Field(
         default=4, gt=0, description="Documents (or, in context mode, at most this many passages) to return."
     )
@@ -54,6 +63,18 @@ class LMKRetriever(BaseRetriever):
         description='Metadata filter: {"lang": "en"}, {"year": {"$gte": 2020}}, $in/$nin/$ne, $and/$or '
         "(lmk_rag.index.filters), or a Qdrant models.Filter on a Qdrant index.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_from_url(cls, data: Any) -> Any:
+        """``url=`` builds the RemoteIndex; giving both index= and url= is refused."""
+        if isinstance(data, dict) and data.get("url") is not None:
+            if data.get("index") is not None:
+                raise ValueError("give index= (a local index) or url= (an lmk-rag server), not both")
+            key = data.get("api_key")
+            secret = key.get_secret_value() if isinstance(key, SecretStr) else key
+            data = {**data, "index": RemoteIndex(data["url"], api_key=secret)}
+        return data
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

@@ -14,6 +14,7 @@ from llama_index.retrievers.lmk.filters import to_lmk_filter
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens, check_min_score
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
+from lmk_rag.index.remote import RemoteIndex
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 from lmk_rag.types import PAGE_MAP_KEY, page_fields
 
@@ -141,11 +142,13 @@ class LMKRetriever(BaseRetriever):
     the encoder's tokenizer) from the ``similarity_top_k`` best documents (at least 10 are searched; see
     :meth:`lmk_rag.index.MultiVectorIndex.context`); ``mode="passage"``: each of the
     ``similarity_top_k`` best documents' best landmark passage. Nodes carry
-    ``start_char_idx``/``end_char_idx`` in the parent's text and the parent document as SOURCE."""
+    ``start_char_idx``/``end_char_idx`` in the parent's text and the parent document as SOURCE.
+    ``url=`` instead of ``index`` retrieves from an ``lmk-rag serve --index ...`` server (a
+    :class:`~lmk_rag.index.RemoteIndex`; ``api_key`` or ``$LMK_RAG_API_KEY``)."""
 
     def __init__(
         self,
-        index: MultiVectorIndex,
+        index: MultiVectorIndex | RemoteIndex | None = None,
         similarity_top_k: int = 4,
         *,
         mode: str = "context",
@@ -156,10 +159,18 @@ class LMKRetriever(BaseRetriever):
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
         filters: MetadataFilters | dict[str, Any] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(index, MultiVectorIndex):
-            raise InvalidTypeError(f"index must be a QdrantIndex or ChromaIndex, got {type(index).__name__}")
+        if url is not None:
+            if index is not None:
+                raise InvalidInputError("give index (a local index) or url= (an lmk-rag server), not both")
+            index = RemoteIndex(url, api_key=api_key)
+        if not isinstance(index, (MultiVectorIndex, RemoteIndex)):
+            raise InvalidTypeError(
+                f"index must be a QdrantIndex, ChromaIndex or RemoteIndex (or give url=), got {type(index).__name__}"
+            )
         if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
             raise InvalidInputError(f"similarity_top_k must be a positive int, got {similarity_top_k!r}")
         if mode not in RETRIEVER_MODES:
