@@ -81,9 +81,13 @@ class Engine:
         if self.index is not None:
             self.index.close()
 
-    def _check_open(self) -> None:
-        if self._closing or self._queue is None:
+    async def _check_open(self) -> None:
+        """Refuse work once stopping; start on first use where no lifespan ran (an app mounted
+        inside another, whose lifespan events do not reach it)."""
+        if self._closing:
             raise ServerClosingError("the server is shutting down; send the request to another replica or retry")
+        if self._queue is None:
+            await self.start()
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text by the encoder's tokenizer (off the event loop: texts may be long)."""
@@ -91,7 +95,7 @@ class Engine:
 
     async def embed(self, kind: EmbedKind, texts: list[str], tokens: int, normalize: bool = True) -> Encoded:
         """The vectors of ``texts`` (``tokens`` of them in all), encoded in a shared batch."""
-        self._check_open()
+        await self._check_open()
         assert self._queue is not None
         future: asyncio.Future[Encoded] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Job(kind, normalize, texts, tokens, future))
@@ -100,7 +104,7 @@ class Engine:
 
     async def call(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """``fn(*args, **kwargs)`` on the engine's thread (index calls), after the work before it."""
-        self._check_open()
+        await self._check_open()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 

@@ -221,3 +221,14 @@ def test_bad_settings_are_refused_by_name(setting, value):
 
     with pytest.raises(InvalidInputError, match=setting):
         ServeSettings(**{setting: value})
+
+
+def test_an_app_mounted_inside_another_serves_without_its_own_lifespan(app_factory, encoder):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    parent = FastAPI()
+    parent.mount("/lmk", app_factory(index=False))  # mounted apps get no lifespan events
+    with TestClient(parent) as c:
+        got = c.post("/lmk/v1/embeddings", json={"input": "hello"}).json()["data"][0]["embedding"]
+    np.testing.assert_allclose(got, encoder.encode(["hello"])[0], atol=1e-5)
