@@ -58,6 +58,12 @@ def add_parser(command: Command) -> None:
         help="allow browser calls from ORIGIN (repeat for several; default: CORS off)",
     )
     limits.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=ServeSettings.batch_wait_ms,
+        help="under load, how long a batch waits for more requests so passes stay full (default %(default)s)",
+    )
+    limits.add_argument(
         "--shutdown-timeout", type=float, default=30.0, help="seconds in-flight requests get to finish on stop (30)"
     )
     add_encoder_options(se)
@@ -78,6 +84,7 @@ def settings_of(args: argparse.Namespace, max_batch_tokens: int) -> ServeSetting
         api_key=api_key,
         cors_origins=tuple(args.cors_origin),
         shutdown_timeout=args.shutdown_timeout,
+        batch_wait_ms=args.batch_wait_ms,
     )
 
 

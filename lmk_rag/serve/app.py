@@ -12,17 +12,19 @@ from contextlib import asynccontextmanager
 import numpy as np
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from ..encoder import LMKEncoder
-from ..errors import LMKError
+from ..errors import InvalidInputError, LMKError
 from ..index import Hit, MultiVectorIndex, parse_filter
 from ..types import MultiVector
 from .engine import EmbedKind, Engine
 from .errors import RequestError, install_error_handlers
 from .guard import Guard
 from .metrics import ServerMetrics
+from .responses import VectorResponse
 from .schemas import (
+    ERROR_RESPONSES,
     ContextRequest,
     ContextResponse,
     Deleted,
@@ -53,9 +55,13 @@ def create_app(
     """The server's ASGI app for ``encoder`` and, when given, ``index`` (which must use that
     encoder; the app closes it on shutdown). ``index_name``: how ``/info`` names the index
     (credentials removed), default its class."""
+    if index is not None and index.encoder.fingerprint != encoder.fingerprint:
+        raise InvalidInputError(
+            "the index was opened with another encoder than the one served; pass index.encoder as the encoder"
+        )
     limits = settings or ServeSettings()
     metrics = ServerMetrics()
-    engine = Engine(encoder, index, limits.max_batch_tokens, metrics)
+    engine = Engine(encoder, index, limits.max_batch_tokens, metrics, limits.batch_wait_ms / 1000)
     model_id = encoder.model_name
 
     @asynccontextmanager
@@ -70,6 +76,7 @@ def create_app(
         title="lmk-rag",
         summary="Landmark-pooled embeddings with spans, search and contexts; long inputs never truncated.",
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
     )
     app.state.engine = engine
     install_error_handlers(app)
@@ -156,10 +163,10 @@ def create_app(
         if body.encoding_format == "base64":
             shown: list[object] = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
         else:
-            shown = [v.tolist() for v in vectors]
+            shown = list(vectors)
         data = [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(shown)]
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return JSONResponse({"object": "list", "data": data, "model": model_id, "usage": usage})
+        return VectorResponse({"object": "list", "data": data, "model": model_id, "usage": usage})
 
     @app.post("/embed", tags=["tei"], response_model=list[list[float]])
     async def embed(body: EmbedRequest) -> Response:
@@ -168,7 +175,7 @@ def create_app(
         check_count(len(texts), "inputs")
         kind: EmbedKind = "queries" if body.prompt_name == "query" else "documents"
         vectors, _ = await pooled(kind, texts, body.normalize, "/embed")
-        return JSONResponse([v.tolist() for v in vectors])
+        return VectorResponse(vectors)
 
     @app.post("/embed_landmarks", tags=["tei"], response_model=list[list[LandmarkEmbedding]])
     async def embed_landmarks(body: EmbedLandmarksRequest) -> Response:
@@ -184,11 +191,11 @@ def create_app(
             assert isinstance(multi, MultiVector)
             out.append(
                 [
-                    {"embedding": vector.tolist(), "text_offset": {"start": int(a), "end": int(b)}}
+                    {"embedding": vector, "text_offset": {"start": int(a), "end": int(b)}}
                     for vector, (a, b) in zip(multi.vectors, multi.spans)
                 ]
             )
-        return JSONResponse(out)
+        return VectorResponse(out)
 
     # ------------------------------------------------------------------ index
     @app.post("/search", tags=["index"], response_model=SearchResponse)

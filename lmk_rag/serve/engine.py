@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 EmbedKind = Literal["documents", "queries", "landmarks"]
 Encoded = list[np.ndarray] | list[MultiVector]
 T = TypeVar("T")
+#: How often a batch waiting for more requests looks at the queue (seconds).
+WAIT_STEP = 0.0005
+#: Characters of input counted on the event loop itself (a fraction of a millisecond).
+INLINE_COUNT_CHARS = 20_000
 
 
 class ServerClosingError(LMKError):
@@ -52,11 +56,17 @@ class Engine:
     """Runs ``encoder`` (and ``index``, when given) for the server; see the module."""
 
     def __init__(
-        self, encoder: LMKEncoder, index: MultiVectorIndex | None, max_batch_tokens: int, metrics: ServerMetrics
+        self,
+        encoder: LMKEncoder,
+        index: MultiVectorIndex | None,
+        max_batch_tokens: int,
+        metrics: ServerMetrics,
+        batch_wait: float = 0.0,
     ) -> None:
         self.encoder = encoder
         self.index = index
         self.max_batch_tokens = max_batch_tokens
+        self.batch_wait = batch_wait
         self.metrics = metrics
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="lmk-rag-engine")
         self._queue: asyncio.Queue[_Job] | None = None
@@ -90,7 +100,10 @@ class Engine:
             await self.start()
 
     async def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text by the encoder's tokenizer (off the event loop: texts may be long)."""
+        """Tokens of each text by the encoder's tokenizer: short inputs on the event loop (a thread
+        hop would cost more than the count), long ones on a thread."""
+        if sum(map(len, texts)) <= INLINE_COUNT_CHARS:
+            return self.encoder.count_tokens(list(texts))
         return await asyncio.to_thread(self.encoder.count_tokens, list(texts))
 
     async def embed(self, kind: EmbedKind, texts: list[str], tokens: int, normalize: bool = True) -> Encoded:
@@ -112,9 +125,19 @@ class Engine:
     async def _work(self) -> None:
         assert self._queue is not None
         queue, waiting = self._queue, list[_Job]()
+        loop = asyncio.get_running_loop()
+        last_batch_end, last_batch_size = -1.0, 0
         while True:
             if not waiting:
                 waiting.append(await queue.get())
+            if last_batch_size > 1:
+                # Under concurrent load the clients the last batch just answered send again within a
+                # moment; without this pause batches alternate between the clients that waited and
+                # those that did not (half-full passes). It ends as soon as the batch is as full as
+                # the last one; a lone or sequential client (batches of one) never waits.
+                deadline = last_batch_end + self.batch_wait
+                while len(waiting) + queue.qsize() < last_batch_size and loop.time() < deadline:
+                    await asyncio.sleep(WAIT_STEP)
             while not queue.empty():
                 waiting.append(queue.get_nowait())
             self.metrics.queue_depth.set(len(waiting))
@@ -122,6 +145,7 @@ class Engine:
             try:
                 await self._run_batch(batch)
             finally:
+                last_batch_end, last_batch_size = loop.time(), len(batch)
                 for _ in batch:
                     queue.task_done()
 

@@ -5,15 +5,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from ..index.base import SearchMode
 from ..passages import DEFAULT_PASSAGE_RULE
 
-#: A JSON metadata value as an index stores it.
-MetadataValue = str | int | float | bool | None | list[str] | list[int] | list[float]
+#: Text to encode: at least one character that is not white space.
+Text = Annotated[str, StringConstraints(pattern=r"\S")]
+#: A metadata key every backend keeps (lmk_rag.index.filters.METADATA_KEY_RULE).
+MetadataKey = Annotated[str, StringConstraints(pattern=r'^(?!_lmk)[^"\\]+$')]
+#: A metadata value as an index stores it: flat; ints within 2**53 (compared exactly; the index
+#: refuses the others by name, so an int out of range is never read as a float).
+MetadataValue = (
+    str | Annotated[int, Field(json_schema_extra={"minimum": -(2**53), "maximum": 2**53})] | float | bool | None
+)
 TOKEN_INPUT = (
     "token ids are not taken: they would be another tokenizer's; send text (LangChain's OpenAIEmbeddings: "
     "check_embedding_ctx_length=False)"
@@ -27,32 +34,22 @@ def _texts(value: object) -> object:
     return value
 
 
-def _non_empty(value: str | list[str]) -> str | list[str]:
-    """Refuse no input, or an input with nothing to encode."""
-    texts = [value] if isinstance(value, str) else value
-    if not texts:
-        raise ValueError("give at least one text")
-    for i, text in enumerate(texts):
-        if not text.strip():
-            raise ValueError(f"text {i} is empty; every input needs some text")
-    return value
-
-
 def _as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
 class Strict(BaseModel):
-    """Unknown fields are refused by name (a misspelt option is not silently ignored)."""
+    """Unknown fields are refused by name (a misspelt option is not silently ignored), and values
+    are not coerced (``"4"`` is not a number, ``0`` not a boolean)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
 
 # ---------------------------------------------------------------------------------- embeddings
 class EmbeddingsRequest(Strict):
     """OpenAI's embeddings request. Inputs are never truncated: long ones are encoded in windows."""
 
-    input: str | list[str] = Field(description="A text or a list of texts.")
+    input: Text | Annotated[list[Text], Field(min_length=1)] = Field(description="A text or a list of texts.")
     model: str | None = Field(default=None, description="Accepted for compatibility; the server's model answers.")
     encoding_format: Literal["float", "base64"] = Field(default="float", description="base64: little-endian float32.")
     dimensions: int | None = Field(default=None, description="Only the model's own dimension is supported.")
@@ -62,7 +59,6 @@ class EmbeddingsRequest(Strict):
     )
 
     _no_tokens = field_validator("input", mode="before")(_texts)
-    _some_text = field_validator("input")(_non_empty)
 
     @property
     def texts(self) -> list[str]:
@@ -114,16 +110,19 @@ class EmbedRequest(Strict):
     """TEI's ``/embed`` request. ``truncate: true`` is refused: lmk-rag encodes long inputs in
     windows and never cuts them."""
 
-    inputs: str | list[str] = Field(description="A text or a list of texts.")
+    inputs: Text | Annotated[list[Text], Field(min_length=1)] = Field(description="A text or a list of texts.")
     normalize: bool = Field(default=True, description="Unit-length vectors.")
-    truncate: bool | None = Field(default=None, description="Must be false or absent: nothing is truncated.")
+    truncate: bool | None = Field(
+        default=None,
+        description="Must be false or absent: nothing is truncated.",
+        json_schema_extra={"enum": [False, None]},
+    )
     truncation_direction: Literal["left", "right", "Left", "Right"] | None = Field(default=None)
     prompt_name: Literal["query", "document"] | None = Field(
         default=None, description="query: encode with the model's query prefix; default document."
     )
 
     _no_tokens = field_validator("inputs", mode="before")(_texts)
-    _some_text = field_validator("inputs")(_non_empty)
 
     @field_validator("truncate")
     @classmethod
@@ -144,11 +143,10 @@ class EmbedRequest(Strict):
 class EmbedLandmarksRequest(Strict):
     """One vector per landmark of each input, with the characters it covers."""
 
-    inputs: str | list[str] = Field(description="A text or a list of texts.")
+    inputs: Text | Annotated[list[Text], Field(min_length=1)] = Field(description="A text or a list of texts.")
     normalize: bool = Field(default=True, description="Unit-length vectors.")
 
     _no_tokens = field_validator("inputs", mode="before")(_texts)
-    _some_text = field_validator("inputs")(_non_empty)
 
     @property
     def texts(self) -> list[str]:
@@ -242,8 +240,8 @@ class DocumentIn(Strict):
     """A whole document to store (replacing one with the same id)."""
 
     id: str | None = Field(default=None, min_length=1, description="Default: a new id.")
-    text: str = Field(min_length=1)
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    text: Text
+    metadata: dict[MetadataKey, MetadataValue] = Field(default_factory=dict)
 
 
 class DocumentsRequest(Strict):
@@ -270,3 +268,49 @@ class Deleted(BaseModel):
     """The id deleted."""
 
     deleted: str
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong, what to change, and the field at fault."""
+
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer (OpenAI's shape)."""
+
+    error: ErrorDetail
+
+
+#: The error answers any route may give, for the OpenAPI schema.
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in (
+        (401, "Missing or wrong API key"),
+        (404, "No such route or document, or no index"),
+        (405, "Method not allowed"),
+        (413, "Body or inputs over the limits"),
+        (422, "A field is wrong; `param` names it"),
+        (429, "Too many requests in flight"),
+        (503, "Shutting down"),
+    )
+}
+
+
+#: Every field name of the request models (an error's location is told apart from union tags by them).
+FIELD_NAMES = {
+    name
+    for model in (
+        EmbeddingsRequest,
+        EmbedRequest,
+        EmbedLandmarksRequest,
+        SearchRequest,
+        ContextRequest,
+        DocumentsRequest,
+        DocumentIn,
+    )
+    for name in model.model_fields
+}

@@ -21,9 +21,13 @@ class ServeSettings:
     ``max_body_bytes``: request body size (413 beyond). ``max_concurrent``: requests in flight at
     once (429 beyond). ``api_key``: when set, every route but :data:`OPEN_PATHS` wants
     ``Authorization: Bearer KEY``. ``cors_origins``: origins allowed by CORS (none: CORS off).
-    ``shutdown_timeout``: seconds in-flight requests get to finish on SIGTERM."""
+    ``shutdown_timeout``: seconds in-flight requests get to finish on SIGTERM. ``batch_wait_ms``:
+    under concurrent load, the longest the next batch waits for the clients just answered to send
+    again (it stops once it is as full as the last), so passes stay full; a lone or sequential
+    client never waits."""
 
     max_batch_tokens: int = 16384
+    batch_wait_ms: float = 10.0
     max_inputs: int = 2048
     max_body_bytes: int = 8 * 1024 * 1024
     max_concurrent: int = 512
@@ -34,17 +38,17 @@ class ServeSettings:
     def __post_init__(self) -> None:
         for name in ("max_batch_tokens", "max_inputs", "max_body_bytes", "max_concurrent"):
             check_int(name, getattr(self, name), 1)
-        timeout = self.shutdown_timeout
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not math.isfinite(timeout)
-            or timeout < 0
-        ):
-            raise InvalidInputError(f"shutdown_timeout must be a number of seconds >= 0, got {timeout!r}")
+        for name in ("shutdown_timeout", "batch_wait_ms"):
+            _check_seconds(name, getattr(self, name))
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()):
             raise InvalidInputError("api_key must be a non-empty str (or None for no key)")
         if not isinstance(self.cors_origins, tuple) or not all(isinstance(o, str) and o for o in self.cors_origins):
             raise InvalidInputError(
                 f"cors_origins must be a tuple of origins such as 'https://app.example', got {self.cors_origins!r}"
             )
+
+
+def _check_seconds(name: str, value: object) -> None:
+    """A duration: a finite number >= 0, else an error naming the setting."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}")

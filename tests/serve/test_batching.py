@@ -43,7 +43,27 @@ async def test_a_bad_input_fails_its_own_request_only(app_factory):
         )
     await app.state.engine.stop()
     assert [a.status_code for a in answers] == [200] * 5 + [422]
-    assert "surrogate" in answers[-1].json()["error"]["message"]
+    assert answers[-1].json()["error"]["param"] == "input"
+
+
+async def test_a_batch_that_fails_is_retried_job_by_job(app_factory):
+    from lmk_rag.errors import NonFiniteVectorError
+
+    app = app_factory(index=False)
+    engine = app.state.engine
+    real = engine._encode
+
+    def encode(kind, normalize, texts):  # one input the model cannot encode
+        if "poison" in texts:
+            raise NonFiniteVectorError("a vector is not finite")
+        return real(kind, normalize, texts)
+
+    engine._encode = encode
+    await engine.start()
+    jobs = [engine.embed("documents", [t], 5) for t in ["one", "two", "poison", "three"]]
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    await engine.stop()
+    assert [type(r).__name__ for r in results] == ["list", "list", "NonFiniteVectorError", "list"]
 
 
 async def test_more_requests_in_flight_than_allowed_get_429():

@@ -67,6 +67,11 @@ async def test_langchain_and_llama_index_openai_embedding_classes(server, encode
     li = OpenAIEmbedding(model_name="lmk", api_base=server + "/v1", api_key=KEY)
     np.testing.assert_allclose(li.get_text_embedding("Backups run nightly."), expected, atol=1e-5)
     np.testing.assert_allclose(await li.aget_query_embedding("Backups run nightly."), expected, atol=1e-5)
+    from llama_index.embeddings.openai_like import OpenAILikeEmbedding  # LlamaIndex's class for compatible servers
+
+    like = OpenAILikeEmbedding(model_name="lmk", api_base=server + "/v1", api_key=KEY)
+    batch = like.get_text_embedding_batch(["Backups run nightly."] * 3)
+    np.testing.assert_allclose(batch, [expected] * 3, atol=1e-5)
 
 
 def test_a_remote_index_answers_as_a_local_one(remote, encoder, tmp_path):

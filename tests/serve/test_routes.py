@@ -123,7 +123,7 @@ def test_search_context_and_document_writes(client):
     [
         ("/v1/embeddings", {"input": 5}, 422, ["input"]),
         ("/v1/embeddings", {"input": ""}, 422, ["input", "empty"]),
-        ("/v1/embeddings", {"input": []}, 422, ["at least one"]),
+        ("/v1/embeddings", {"input": []}, 422, ["input", "at least 1"]),
         ("/v1/embeddings", {"input": [[1, 2, 3]]}, 422, ["token ids"]),
         ("/v1/embeddings", {"input": "x", "dimensions": 64}, 422, ["dimensions"]),
         ("/v1/embeddings", {"input": "x", "encoding_format": "int8"}, 422, ["encoding_format"]),
@@ -136,6 +136,11 @@ def test_search_context_and_document_writes(client):
         ("/search", {"query": ""}, 422, ["query"]),
         ("/search", {"query": "x", "k": 0}, 422, ["k"]),
         ("/search", {"query": "x", "k": "many"}, 422, ["k"]),
+        ("/search", {"query": "x", "k": "4"}, 422, ["k"]),
+        ("/search", {"query": "x", "with_text": 0}, 422, ["with_text"]),
+        ("/context", {"query": "x", "min_score": False}, 422, ["min_score"]),
+        ("/documents", {"documents": [{"text": "x", "metadata": {"_lmk_id": 1}}]}, 422, ["metadata"]),
+        ("/documents", {"documents": [{"text": "x", "metadata": {"n": 2**60}}]}, 422, ["metadata"]),
         ("/search", {"query": "x", "mode": "fast"}, 422, ["mode"]),
         ("/search", {"query": "x", "filter": {"topic": {"$regex": "k.*"}}}, 422, ["filter", "$regex"]),
         ("/search", {"query": "x", "filter": "topic=keys"}, 422, ["filter"]),
@@ -154,9 +159,12 @@ def test_bad_requests_get_a_4xx_naming_the_field(client, route, body, status, wo
 def test_malformed_bodies_unknown_routes_and_methods(client):
     _error(client.post("/search", content=b"{not json", headers={"content-type": "application/json"}), 422, "JSON")
     _error(client.post("/search", content=b"query=x"), 422, "body")
+    _error(client.post("/search", content=b"\xff\xfe{", headers={"content-type": "application/json"}), 422, "JSON")
     _error(client.get("/v2/everything"), 404, "/docs")
     _error(client.get("/v1/embeddings"), 405, "POST")
-    _error(client.post("/documents/abc"), 405, "GET")
+    wrong_method = client.post("/documents/abc")
+    _error(wrong_method, 405, "DELETE, GET")
+    assert wrong_method.headers["allow"] == "DELETE, GET"
 
 
 def test_a_large_body_is_413_before_it_is_read(client):
@@ -232,3 +240,15 @@ def test_an_app_mounted_inside_another_serves_without_its_own_lifespan(app_facto
     with TestClient(parent) as c:
         got = c.post("/lmk/v1/embeddings", json={"input": "hello"}).json()["data"][0]["embedding"]
     np.testing.assert_allclose(got, encoder.encode(["hello"])[0], atol=1e-5)
+
+
+def test_an_index_with_another_encoder_is_refused(encoder, tiny_bert_dir, tmp_path):
+    from lmk_rag import LMKEncoder
+    from lmk_rag.errors import InvalidInputError
+    from lmk_rag.index import QdrantIndex
+    from lmk_rag.serve import create_app
+
+    other = QdrantIndex(path=tmp_path / "other", encoder=LMKEncoder(str(tiny_bert_dir), device="cpu"))
+    with pytest.raises(InvalidInputError, match="another encoder"):
+        create_app(encoder, other)
+    other.close()
