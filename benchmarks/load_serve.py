@@ -34,8 +34,9 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _requests(n: int, seed: int = 0) -> list[tuple[str, str, object]]:
-    """(method, path, body) for n requests, the mix fixed by the seed."""
+def _requests(n: int, seed: int = 0, writes: bool = True) -> list[tuple[str, str, object]]:
+    """(method, path, body) for n requests, the mix fixed by the seed (``writes``: upserts and
+    deletes included; without them those turns are searches)."""
     rng = random.Random(seed)
     texts = varied_texts(400, 60, seed=seed)
     mix: list[tuple[str, str, object]] = []
@@ -52,6 +53,8 @@ def _requests(n: int, seed: int = 0) -> list[tuple[str, str, object]]:
             mix.append(("POST", "/search", {"query": text[:80], "k": 5}))
         elif roll < 0.78:
             mix.append(("POST", "/context", {"query": text[:80], "max_tokens": 256}))
+        elif roll < 0.90 and not writes:
+            mix.append(("POST", "/search", {"query": text[:60], "k": 3}))
         elif roll < 0.86:  # upserts over a fixed set of ids: the index does not grow without bound
             doc = {"id": f"load-{rng.randrange(50)}", "text": " ".join(rng.choices(texts, k=3)), "metadata": {"n": i}}
             mix.append(("POST", "/documents", {"documents": [doc]}))
@@ -101,6 +104,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--no-writes", action="store_true", help="no upserts or deletes (searches instead)")
     args = ap.parse_args()
     print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,7 +114,7 @@ def main() -> None:
             httpx.post(url + "/documents", json={"documents": seed_docs}, timeout=600).raise_for_status()
             print(f"server RSS after start and 300 documents: {_rss_mb(proc.pid):.0f} MB")
             t0 = time.perf_counter()
-            statuses, memory = asyncio.run(_run(url, proc.pid, _requests(args.requests), args.concurrency))
+            statuses, memory = asyncio.run(_run(url, proc.pid, _requests(args.requests, writes=not args.no_writes), args.concurrency))
             seconds = time.perf_counter() - t0
         finally:
             status = stop(proc)
