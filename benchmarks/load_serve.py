@@ -114,7 +114,8 @@ def main() -> None:
             httpx.post(url + "/documents", json={"documents": seed_docs}, timeout=600).raise_for_status()
             print(f"server RSS after start and 300 documents: {_rss_mb(proc.pid):.0f} MB")
             t0 = time.perf_counter()
-            statuses, memory = asyncio.run(_run(url, proc.pid, _requests(args.requests, writes=not args.no_writes), args.concurrency))
+            mix = _requests(args.requests, writes=not args.no_writes)
+            statuses, memory = asyncio.run(_run(url, proc.pid, mix, args.concurrency))
             seconds = time.perf_counter() - t0
         finally:
             status = stop(proc)

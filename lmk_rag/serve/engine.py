@@ -144,6 +144,10 @@ class Engine:
             batch, waiting = self._next_batch(waiting)
             try:
                 await self._run_batch(batch)
+            except Exception as exc:  # a bug here must fail these requests, not stop the loop
+                logger.exception("a batch failed outside the encoder")
+                for job in batch:
+                    _settle(job, exc=exc)
             finally:
                 last_batch_end, last_batch_size = loop.time(), len(batch)
                 for _ in batch:
