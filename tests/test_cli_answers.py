@@ -212,17 +212,9 @@ def test_verbose_goes_after_the_command_too_and_search_shows_only_the_settings_i
 def test_a_reader_that_leaves_early_gets_no_traceback_and_logs_get_no_progress_escapes(tmp_path):
     index = f"qdrant:{tmp_path / 'idx'}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    with open(tmp_path / "log", "w") as log:
-        ingest = subprocess.run(
-            [sys.executable, "-m", "lmk_rag.cli", "ingest", str(CORPUS), "--index", index],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env=env,
-            timeout=300,
-        )
+    ingest = run_cli("ingest", str(CORPUS), "--index", index)  # stderr is not a terminal: a log file
     assert ingest.returncode == 0
-    logged = (tmp_path / "log").read_text()
+    logged = ingest.stderr
     assert "\r" not in logged and "\x1b[" not in logged and "%|" not in logged
     proc = subprocess.Popen(
         [sys.executable, "-m", "lmk_rag.cli", "search", "tides", "--index", index, "-k", "5"],

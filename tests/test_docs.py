@@ -51,10 +51,12 @@ def test_every_python_snippet_of_the_readme_runs_as_written(snippet, tmp_path):
 
 @pytest.mark.slow
 def test_every_command_of_the_readme_runs_as_written(tmp_path):
-    """The `lmk-rag` lines run in order in a folder holding the examples; `pip install` lines are
-    checked against the extras that exist (the wheel check runs the install itself)."""
+    """The `lmk-rag` lines run in order in a folder holding the examples, through the command's own
+    parser and dispatch in this process (the model loads once; the wheel check runs the installed
+    `lmk-rag` entry point itself); `pip install` lines are checked against the extras that exist."""
+    from .cli_runner import run_cli
+
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    lmk_rag = Path(sys.executable).with_name("lmk-rag")
     ran = 0
     for snippet in SHELL_SNIPPETS:
         for line in snippet.code.splitlines():
@@ -65,9 +67,7 @@ def test_every_command_of_the_readme_runs_as_written(tmp_path):
                 _check_install_line(words)
                 continue
             assert words[0] == "lmk-rag", f"README line {snippet.line}: no test runs {line!r}"
-            proc = subprocess.run(
-                [str(lmk_rag), *words[1:]], capture_output=True, text=True, timeout=300, env=ENV, cwd=tmp_path
-            )
+            proc = run_cli(*words[1:], cwd=tmp_path)
             assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
             if words[1] == "search" and "tides" in line:  # the shipped demo corpus (--sample): a PDF, cited by page
                 first = proc.stdout.splitlines()[0]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -13,21 +15,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-pytestmark = pytest.mark.slow  # subprocesses: the real command line, model loads each time
+pytestmark = pytest.mark.slow  # the examples end to end, with the packaged model
 
 
 def run_example(name: str, *args: str) -> str:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    """Run ``python examples/NAME ARGS`` as a script (``__main__``, its own argv, from the project
+    folder) in this process, so the model loads once for all examples; its stdout."""
+    out = io.StringIO()
+    argv, cwd = sys.argv, os.getcwd()
+    sys.argv = [str(ROOT / "examples" / name), *args]
+    try:
+        os.chdir(ROOT)
+        with contextlib.redirect_stdout(out):
+            try:
+                runpy.run_path(str(ROOT / "examples" / name), run_name="__main__")
+            except SystemExit as exc:
+                assert exc.code in (None, 0), f"{name} exited with {exc.code}: {out.getvalue()[-3000:]}"
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
+    return out.getvalue()
 
 
 def test_quickstart_finds_the_right_documents():
