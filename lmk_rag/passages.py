@@ -5,27 +5,18 @@ default) scores each landmark by its own similarity blended half and half with t
 neighbourhood (``radius`` landmarks on each side, clipped at the document's ends) and takes the
 best of those: a single landmark can peak on a passing mention of the query's words in another
 section, while the passage about the query lifts several neighbouring landmarks at once.
-``peak`` takes the single best landmark. Passage hit@1 for the packaged model (v4, k=32; research
-log, "A passage rule that keeps in-domain"), ``peak`` -> ``region``: five out-of-domain dev
-domains 0.317 -> 0.337, in-domain Python-docs sections 0.407 -> 0.398, test domains 0.337 ->
-0.349 (128-token chunks 0.344), factoid needles in dev pages 0.637 -> 0.625 (one query of 80);
-radius 3 was chosen over radius 2 (dev 0.344 but in-domain 0.390) by a rule fixed before the
-run, and both margins are about one query, so ``peak`` stays an option.
+``peak`` takes the single best landmark (for one-sentence answers). Chosen on out-of-domain dev
+domains against in-domain sections; the numbers are in the research log ("A passage rule that
+keeps in-domain").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 
 from .errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from .context import ContextRule, Passage
-    from .encoder import LMKEncoder
-    from .types import MultiVector
 
 #: ``region`` (the default: the landmark whose neighbourhood agrees most) or ``peak`` (the single
 #: most similar landmark: for one-sentence answers in short documents).
@@ -65,56 +56,6 @@ def locate_passage(similarities: np.ndarray, rule: str = DEFAULT_PASSAGE_RULE) -
     check_passage_rule(rule)
     scores = passage_scores(similarities) if rule == "region" else np.asarray(similarities).reshape(-1)
     return int(np.argmax(scores)) if len(scores) else 0
-
-
-def context(
-    query: str,
-    texts: Sequence[str],
-    encoded: Sequence[MultiVector],
-    encoder: LMKEncoder,
-    max_tokens: int = 512,
-    *,
-    ids: Sequence[str] | None = None,
-    k: int | None = None,
-    token_counter: Callable[[str], int] | str | None = None,
-    min_score: float | None = None,
-    rule: ContextRule | None = None,
-) -> list[Passage]:
-    """:meth:`MultiVectorIndex.context <lmk_rag.index.MultiVectorIndex.context>` without an index:
-    the passages, best first, for ``query`` within ``max_tokens`` from documents ``texts`` encoded by
-    ``encoder.encode_multi`` (``encoded``), ranked by MaxSim. ``ids`` name the documents (default
-    their positions as str)."""
-    from .context import (
-        CONTEXT_DOCUMENTS,
-        ScoredDocument,
-        build_context,
-        check_max_tokens,
-        check_min_score,
-        token_counter_of,
-    )
-    from .inputs import check_k, check_texts
-
-    if not isinstance(query, str):
-        raise InvalidInputError(f"query must be str, got {type(query).__name__}")
-    budget = check_max_tokens(max_tokens)
-    floor = check_min_score(min_score)
-    items = check_texts(texts)
-    if len(encoded) != len(items):
-        raise InvalidInputError(f"encoded has {len(encoded)} entries for {len(items)} texts; encode each text once")
-    names = [str(i) for i in range(len(items))] if ids is None else check_texts(ids, "ids")
-    if any(not name for name in names):
-        raise InvalidInputError("ids must be non-empty str")
-    if len(names) != len(items):
-        raise InvalidInputError(f"ids has {len(names)} entries for {len(items)} texts")
-    count = check_k(CONTEXT_DOCUMENTS if k is None else k)
-    q = encoder.encode_query(query)
-    sims = [m.vectors @ q for m in encoded]
-    scores = np.array([float(s.max()) if len(s) else -1.0 for s in sims])  # MaxSim
-    candidates = [
-        ScoredDocument(names[i], float(scores[i]), items[i], tuple(encoded[i].spans), sims[i])
-        for i in np.argsort(-scores, kind="stable")[:count]
-    ]
-    return build_context(query, candidates, budget, token_counter_of(encoder, token_counter), rule, min_score=floor)
 
 
 def spans_cover(passages: np.ndarray, answers: np.ndarray) -> np.ndarray:

@@ -135,7 +135,7 @@ def test_rules_are_checked(field_, value):
 @pytest.mark.slow
 def test_the_same_context_without_an_index(tmp_path):
     from lmk_rag import LMKEncoder
-    from lmk_rag.passages import context
+    from lmk_rag.context import context
 
     encoder = LMKEncoder(device="cpu")
     texts = [p.read_text(encoding="utf-8") for p in sorted(CORPUS.glob("*.md"))]

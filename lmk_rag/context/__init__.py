@@ -26,6 +26,7 @@ chosen on heading-style and question-style dev sets (docs/results.md).
 
 from .builder import OFF_TOPIC_MIN_SCORE, build_context, check_min_score
 from .counting import BatchCounter, check_max_tokens, token_counter_of, user_counter
+from .encoded import context
 from .model import CONTEXT_DOCUMENTS, DEFAULT_RULE, Candidate, ContextRule, Passage, ScoredDocument
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "build_context",
     "check_max_tokens",
     "check_min_score",
+    "context",
     "token_counter_of",
     "user_counter",
 ]

@@ -10,8 +10,8 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from lmk_rag import LMKEncoder
+from lmk_rag.context import context
 from lmk_rag.framework_fields import min_score_field, token_counter_field
-from lmk_rag.passages import context
 
 from .documents import passage_metadata
 

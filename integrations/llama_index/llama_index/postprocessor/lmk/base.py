@@ -10,9 +10,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.retrievers.lmk.base import passage_to_node
 
 from lmk_rag import LMKEncoder
+from lmk_rag.context import context
 from lmk_rag.errors import InvalidInputError
 from lmk_rag.framework_fields import min_score_field, token_counter_field
-from lmk_rag.passages import context
 
 
 class LMKContextPostprocessor(BaseNodePostprocessor):
