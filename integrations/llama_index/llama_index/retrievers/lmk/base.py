@@ -3,6 +3,7 @@ passage, as ``NodeWithScore`` objects."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -186,6 +187,11 @@ class LMKRetriever(BaseRetriever):
         self.passage = check_passage_rule(passage)
         self.filters = to_lmk_filter(filters)
         super().__init__(**kwargs)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # BaseRetriever's default runs _retrieve on the event loop, which would stall every other
+        # coroutine (a server's other requests) for the whole search or remote call.
+        return await asyncio.to_thread(self._retrieve, query_bundle)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self.mode == "context":
