@@ -8,6 +8,7 @@ import base64
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import numpy as np
 from fastapi import FastAPI
@@ -18,7 +19,7 @@ from ..encoder import LMKEncoder
 from ..errors import InvalidInputError, LMKError
 from ..index import Hit, MultiVectorIndex, parse_filter
 from ..types import MultiVector
-from .engine import EmbedKind, Engine
+from .engine import EmbedKind, Encoded, Engine
 from .errors import RequestError, install_error_handlers
 from .guard import Guard
 from .metrics import ServerMetrics
@@ -97,12 +98,12 @@ def create_app(
             raise RequestError(422, str(exc), "filter") from exc
         return where
 
-    async def pooled(kind: EmbedKind, texts: list[str], normalize: bool, route: str) -> tuple[list[np.ndarray], int]:
-        counts = await engine.count_tokens(texts)
-        tokens = sum(counts)
+    async def encoded(kind: EmbedKind, texts: list[str], normalize: bool, route: str) -> tuple[Encoded, int]:
+        """The texts' vectors (a shared batch) and their tokens, counted once for usage, batching and metrics."""
+        tokens = sum(await engine.count_tokens(texts))
         vectors = await engine.embed(kind, texts, tokens, normalize)
         metrics.tokens.labels(route).inc(tokens)
-        return [np.asarray(v) for v in vectors], tokens
+        return vectors, tokens
 
     # ------------------------------------------------------------------ service
     @app.get("/health", tags=["service"])
@@ -159,7 +160,8 @@ def create_app(
                 "dimensions",
             )
         kind: EmbedKind = "queries" if body.input_type == "query" else "documents"
-        vectors, tokens = await pooled(kind, texts, True, "/v1/embeddings")
+        found, tokens = await encoded(kind, texts, True, "/v1/embeddings")
+        vectors = cast(list[np.ndarray], found)  # documents and queries: one pooled vector each
         if body.encoding_format == "base64":
             shown: list[object] = [base64.b64encode(v.astype("<f4").tobytes()).decode() for v in vectors]
         else:
@@ -174,7 +176,7 @@ def create_app(
         texts = body.texts
         check_count(len(texts), "inputs")
         kind: EmbedKind = "queries" if body.prompt_name == "query" else "documents"
-        vectors, _ = await pooled(kind, texts, body.normalize, "/embed")
+        vectors, _ = await encoded(kind, texts, body.normalize, "/embed")
         return VectorResponse(vectors)
 
     @app.post("/embed_landmarks", tags=["tei"], response_model=list[list[LandmarkEmbedding]])
@@ -183,9 +185,7 @@ def create_app(
         (``text_offset``, Elasticsearch's chunked-inference shape)."""
         texts = body.texts
         check_count(len(texts), "inputs")
-        counts = await engine.count_tokens(texts)
-        multis = await engine.embed("landmarks", texts, sum(counts), body.normalize)
-        metrics.tokens.labels("/embed_landmarks").inc(sum(counts))
+        multis, _ = await encoded("landmarks", texts, body.normalize, "/embed_landmarks")
         out = []
         for multi in multis:
             assert isinstance(multi, MultiVector)
