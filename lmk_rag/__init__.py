@@ -4,6 +4,7 @@
 the character span it covers; long texts are encoded in overlapping windows, never cut.
 """
 
+from ._version import __version__
 from .encoder import LMKEncoder
 from .errors import (
     DamagedIndexError,
@@ -43,4 +44,3 @@ __all__ = [
     "__version__",
     "clear_model_cache",
 ]
-__version__ = "0.1.0"

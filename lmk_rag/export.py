@@ -140,7 +140,7 @@ def _check_exportable(encoder: LMKEncoder) -> None:
 def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector: bool) -> None:
     import torch
 
-    import lmk_rag
+    from ._version import __version__
 
     _save_weights(encoder, folder)
     shutil.copy2(_ST_MODULE_SOURCE, folder / ST_MODULE_FILE)
@@ -188,7 +188,7 @@ def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector:
     _write_json(
         folder / ST_CONFIG,
         {
-            "__version__": {"lmk_rag": lmk_rag.__version__, "pytorch": torch.__version__},
+            "__version__": {"lmk_rag": __version__, "pytorch": torch.__version__},
             "model_type": model_type,
             "prompts": prompts,
             "default_prompt_name": "document" if encoder.document_prefix else None,

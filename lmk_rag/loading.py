@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ._version import __version__
 from .folder_write import verify_written_folder
 from .lmk_folder import LMKFolderConfig, apply_adapter, is_lmk_folder
 from .models import load_model, load_tokenizer, resolve_model_path, special_tokens
@@ -28,8 +29,6 @@ _WARNED_UNTRAINED: set[str] = set()
 
 def lmk_version() -> str:
     """lmk-rag's version (part of an exported model's cache key)."""
-    from . import __version__
-
     return __version__
 
 

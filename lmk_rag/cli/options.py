@@ -117,7 +117,7 @@ def package_version() -> str:
     try:
         return version("lmk-rag")
     except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-        from .. import __version__
+        from .._version import __version__
 
         return __version__
 
