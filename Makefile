@@ -27,10 +27,12 @@ demo: install
 	$(VENV)/bin/lmk-rag ingest examples/sample_corpus --index qdrant:./lmk_index
 	$(VENV)/bin/lmk-rag search "How long do solar inverters last?" --index qdrant:./lmk_index -k 3
 
-# Quality gates: lint, formatting and types over the whole tree, configured in pyproject.toml.
+# Quality gates: lint, formatting, the import layering and types over the whole tree, configured in
+# pyproject.toml.
 check: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict lmk_rag integrations/langchain/langchain_lmk integrations/llama_index/llama_index
 

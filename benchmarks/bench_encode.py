@@ -19,7 +19,7 @@ from _texts import varied_texts
 from _timing import machine_line, timed
 
 from lmk_rag import LMKEncoder
-from lmk_rag.models import packaged_model_path
+from lmk_rag.folders.models import packaged_model_path
 
 
 def chunks_of(tokenizer, docs: list[str], size: int = 128) -> list[str]:

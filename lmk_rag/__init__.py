@@ -21,7 +21,7 @@ from .errors import (
     PathNotFoundError,
     ReadOnlyIndexError,
 )
-from .loading import clear_model_cache
+from .folders.loading import clear_model_cache
 from .types import Fingerprint, MultiVector
 
 __all__ = [

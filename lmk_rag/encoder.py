@@ -19,18 +19,48 @@ from typing import NoReturn
 import numpy as np
 import torch
 
-from .backends import check_backend, load_backend, model_key, vectors_tag
-from .batching import iter_batches
-from .errors import InvalidInputError, InvalidTypeError
-from .inputs import check_finite, check_granularity, check_int, check_texts
-from .landmarks import (
+from .encoding.backends import check_backend, load_backend, model_key, vectors_tag
+from .encoding.batching import iter_batches
+from .encoding.inputs import check_finite, check_granularity, check_int, check_texts
+from .encoding.landmarks import (
     Layout,
     TokenizedBatch,
     add_final_landmark,
     build_layout,
     granularity_chunk_ends,
 )
-from .loading import (
+from .encoding.memory import pin_mmap_threshold
+from .encoding.pooling import (
+    NEEDS_MEANS,
+    LandmarkWeights,
+    Pooling,
+    PoolingAccumulator,
+    check_landmark_weights,
+    check_pooling,
+    l2_normalize,
+    landmark_weights_of,
+)
+from .encoding.sentences import sentence_starts
+from .encoding.settings import (
+    FROM_MODEL,
+    LAYOUTS,
+    Backend,
+    DType,
+    EncoderSettings,
+    LayoutName,
+    Quantize,
+)
+from .encoding.tokenization import budget_tokens, text_tokenizer, tokenize_texts
+from .encoding.windows import (
+    Sequences,
+    build_sequences,
+    check_chunks_fit,
+    check_max_length,
+    default_overlap,
+    largest_chunk,
+)
+from .errors import InvalidInputError, InvalidTypeError
+from .folders.loading import (
     fill_from_folder,
     folder_defaults,
     lmk_version,
@@ -39,8 +69,7 @@ from .loading import (
     resolve_base,
     warn_untrained,
 )
-from .memory import pin_mmap_threshold
-from .models import (
+from .folders.models import (
     DEFAULT_MODEL,
     SpecialTokens,
     is_rotary,
@@ -51,30 +80,8 @@ from .models import (
     trained_max_length,
     weights_digest,
 )
-from .pooling import (
-    NEEDS_MEANS,
-    LandmarkWeights,
-    Pooling,
-    PoolingAccumulator,
-    check_landmark_weights,
-    check_pooling,
-    l2_normalize,
-    landmark_weights_of,
-)
-from .sentences import sentence_starts
-from .settings import (
-    FROM_MODEL,
-    LAYOUTS,
-    Backend,
-    DType,
-    EncoderSettings,
-    LayoutName,
-    Quantize,
-)
-from .st_folder import is_st_folder, read_st_folder
-from .tokenization import budget_tokens, text_tokenizer, tokenize_texts
+from .folders.st import is_st_folder, read_st_folder
 from .types import Fingerprint, MultiVector
-from .windows import Sequences, build_sequences, check_chunks_fit, check_max_length, default_overlap, largest_chunk
 
 logger = logging.getLogger("lmk_rag")
 _SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(EncoderSettings))
@@ -105,7 +112,7 @@ class LMKEncoder:
     >>> mv = enc.encode_multi(["a long text"])[0]
     >>> mv.pooled, mv.vectors, mv.spans          # (d,), (m, d), [(start, end), ...]
 
-    The keyword arguments are the fields of :class:`~lmk_rag.settings.EncoderSettings`, each
+    The keyword arguments are the fields of :class:`~lmk_rag.encoding.settings.EncoderSettings`, each
     described there with its default (a test keeps this signature and those fields alike).
     ``pooling``, ``granularity``, ``landmark_token_id``, the prefixes, ``layout`` and
     ``max_length`` left unset take the model folder's values (an lmk-rag folder, or a
@@ -368,12 +375,12 @@ class LMKEncoder:
     # ------------------------------------------------------------------ pipeline
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text by this model's tokenizer (the context builder's default budget
-        unit; see :func:`~lmk_rag.tokenization.budget_tokens`)."""
+        unit; see :func:`~lmk_rag.encoding.tokenization.budget_tokens`)."""
         return budget_tokens(self._text_tokenizer, check_texts(texts))
 
     def tokenize(self, texts: list[str], prefix: str = "") -> TokenizedBatch:
         """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``
-        (:func:`~lmk_rag.tokenization.tokenize_texts`)."""
+        (:func:`~lmk_rag.encoding.tokenization.tokenize_texts`)."""
         return tokenize_texts(self._text_tokenizer, texts, prefix)
 
     def chunk(self, batch: TokenizedBatch, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Pydantic fields shared by the LangChain and LlamaIndex classes (imported only by them).
 
 Both frameworks describe components as pydantic models; :class:`LMKEncoderFields` declares one
-documented field per :class:`~lmk_rag.settings.EncoderSettings` setting marked ``framework``
+documented field per :class:`~lmk_rag.encoding.settings.EncoderSettings` setting marked ``framework``
 (generated from it, so defaults and descriptions are written once), validates them through the
 encoder, and hands out one shared :class:`LMKEncoder` per distinct set of settings, so two
 framework objects configured alike use one loaded model. Settings left unset (``pooling``,
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, model_validator
 
 from .encoder import LMKEncoder
-from .settings import RENAMED_SETTINGS, EncoderSettings, setting_fields
+from .encoding.settings import RENAMED_SETTINGS, EncoderSettings, setting_fields
 
 # Shared encoders, least recently used dropped first (one holding a model keeps it alive).
 ENCODER_CACHE_SIZE = 8

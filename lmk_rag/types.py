@@ -46,7 +46,7 @@ class MultiVector:
 @dataclass(frozen=True)
 class Fingerprint:
     """The encoder settings an index must match to stay meaningful; JSON-serialisable. Its
-    setting fields are those :class:`~lmk_rag.settings.EncoderSettings` marks ``fingerprint``,
+    setting fields are those :class:`~lmk_rag.encoding.settings.EncoderSettings` marks ``fingerprint``,
     with the values the encoder resolved (the model folder's k, the effective window, ...)."""
 
     model: str
@@ -98,7 +98,7 @@ class Fingerprint:
 
     def encoder_settings(self) -> dict[str, Any]:
         """The encoder settings that rebuild an encoder matching this fingerprint."""
-        from .settings import EncoderSettings
+        from .encoding.settings import EncoderSettings
 
         names = set(EncoderSettings.names("fingerprint")) | {"landmark_token_id"}
         settings = {k: v for k, v in self.to_dict().items() if k in names and (v is not None or k == "granularity")}

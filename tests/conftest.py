@@ -22,7 +22,7 @@ SAMPLE_TEXT = (
 
 @pytest.fixture(scope="session")
 def packaged_dir() -> Path:
-    from lmk_rag.models import packaged_model_path
+    from lmk_rag.folders.models import packaged_model_path
 
     return packaged_model_path()
 

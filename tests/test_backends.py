@@ -56,7 +56,7 @@ def test_onnx_fp32_gives_the_torch_vectors_and_shares_its_indexes(tiny_bert_dir,
 
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="pip install 'lmk-rag[onnx]'")
 def test_int8_is_recorded_and_never_mixed_with_fp32_vectors(tiny_bert_dir, monkeypatch):
-    from lmk_rag import backends
+    from lmk_rag.encoding import backends
     from lmk_rag.index import QdrantIndex
 
     fp32 = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")

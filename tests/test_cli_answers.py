@@ -65,7 +65,7 @@ def test_ingest_json_is_the_summary_and_verbose_logs_model_index_and_settings(tm
 
 def test_landmark_pooling_on_an_untrained_model_warns_once_with_what_to_do(caplog):
     from lmk_rag import LMKEncoder
-    from lmk_rag.loading import _WARNED_UNTRAINED
+    from lmk_rag.folders.loading import _WARNED_UNTRAINED
 
     base = "sentence-transformers/all-MiniLM-L6-v2"
     _WARNED_UNTRAINED.discard(base)
@@ -228,7 +228,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback_and_logs_get_no_progress_e
 
 
 def test_search_context_counts_with_a_given_tokenizer_and_takes_a_relevance_floor(tmp_path):
-    from lmk_rag.models import packaged_model_path
+    from lmk_rag.folders.models import packaged_model_path
 
     index = f"qdrant:{tmp_path / 'idx'}"
     assert run_cli("ingest", str(CORPUS), "--index", index, "--no-progress").returncode == 0

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lmk_rag import Fingerprint, LMKEncoder
-from lmk_rag.landmarks import assign_landmarks, plan_windows
+from lmk_rag.encoding.landmarks import assign_landmarks, plan_windows
 
 from .conftest import SAMPLE_TEXT
 

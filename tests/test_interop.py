@@ -17,7 +17,7 @@ import torch
 
 from lmk_rag import LMKEncoder
 from lmk_rag.errors import InvalidInputError, ModelLoadError
-from lmk_rag.lmk_sentence_transformers import content_capacity
+from lmk_rag.export.lmk_sentence_transformers import content_capacity
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 WORDS = ["the", "cat", "sat", "on", "mat", "and", "dog", "ran", "to", "park"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lmk_rag.landmarks import (
+from lmk_rag.encoding.landmarks import (
     TokenizedBatch,
     assign_landmarks,
     boundary_chunk_ends,

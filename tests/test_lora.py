@@ -15,8 +15,8 @@ import torch
 
 from lmk_rag import LMKEncoder
 from lmk_rag.errors import InvalidInputError, MissingDependencyError
-from lmk_rag.lora import merge_adapter_folder, merge_lora, plain_lora
-from lmk_rag.models import SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME, packaged_model_path
+from lmk_rag.folders.lora import merge_adapter_folder, merge_lora, plain_lora
+from lmk_rag.folders.models import SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME, packaged_model_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["Spring tides come at new and full moon.", "String inverters last ten to fifteen years. " * 60]

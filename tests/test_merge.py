@@ -144,7 +144,7 @@ def test_the_shipped_model_is_exactly_the_merge_of_its_two_parents(tmp_path):
     merge from their folders (research/models) gives the same weights, and the shipped name merges."""
     from safetensors.torch import load_file
 
-    from lmk_rag.models import SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME
+    from lmk_rag.folders.models import SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME
 
     parents = ROOT / "research" / "models"
     out = merge_lmk_folders(

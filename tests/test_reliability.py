@@ -499,7 +499,7 @@ def test_a_model_folder_rewritten_in_place_is_refused(tmp_path, tiny_bert_dir):
         for p in model.parameters():
             p.add_(0.01)
     model.save_pretrained(folder)  # same path, other weights
-    from lmk_rag.loading import clear_model_cache
+    from lmk_rag.folders.loading import clear_model_cache
 
     clear_model_cache()
     with pytest.raises(IncompatibleIndexError, match="weights: "):
@@ -978,7 +978,7 @@ def test_a_stub_tokenizer_or_config_in_a_folder_from_elsewhere_is_one_clear_erro
     import shutil
 
     from lmk_rag import clear_model_cache
-    from lmk_rag.folder_write import MANIFEST
+    from lmk_rag.folders.write import MANIFEST
 
     for name, text, message in (
         ("tokenizer.json", "{}", "cannot load the tokenizer"),

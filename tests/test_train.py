@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lmk_rag import LMKEncoder
-from lmk_rag.models import RETIRED_ADAPTERS
+from lmk_rag.folders.models import RETIRED_ADAPTERS
 from lmk_rag.train import TrainConfig, Trainer, load_pairs, save_pairs
 from lmk_rag.train.data import Pair
 from lmk_rag.train.student import landmark_forward
@@ -350,7 +350,7 @@ def test_jsonl_pairs_and_bad_config(tmp_path, tiny_bert_dir):
 
 
 def test_shipped_adapter_is_the_default_and_differs_from_the_base():
-    from lmk_rag.models import DEFAULT_MODEL, SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME
+    from lmk_rag.folders.models import DEFAULT_MODEL, SHIPPED_ADAPTER, SHIPPED_ADAPTER_NAME
 
     assert (SHIPPED_ADAPTER / "lmk_config.json").is_file()
     assert sum(f.stat().st_size for f in SHIPPED_ADAPTER.rglob("*") if f.is_file()) < 8 * 2**20  # a few MB

@@ -1,5 +1,5 @@
 """Options and helpers the ``lmk-rag`` commands share: encoder options generated from
-:class:`~lmk_rag.settings.EncoderSettings`, the index option and opening an index with the encoder
+:class:`~lmk_rag.encoding.settings.EncoderSettings`, the index option and opening an index with the encoder
 it records, list types, and printing URIs without their passwords."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from ..encoding.settings import EncoderSettings, setting_fields
 from ..errors import IndexNotFoundError, LMKError
 from ..index.redact import redact_uri
-from ..settings import EncoderSettings, setting_fields
 
 logger = logging.getLogger("lmk_rag")
 

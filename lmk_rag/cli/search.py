@@ -180,7 +180,7 @@ def run_context(args: argparse.Namespace) -> int:
     import json
 
     from ..context import check_max_tokens, check_min_score
-    from ..tokenization import load_token_counter
+    from ..encoding.tokenization import load_token_counter
 
     check_max_tokens(args.context)  # before the model loads
     check_min_score(args.min_score)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..encoding.tokenization import load_token_counter
 from ..errors import InvalidInputError, InvalidTypeError
-from ..tokenization import load_token_counter
 
 BatchCounter = Callable[[list[str]], list[int]]
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..encoding.inputs import check_k, check_texts
 from ..errors import InvalidInputError
-from ..inputs import check_k, check_texts
 from .builder import build_context, check_min_score
 from .counting import check_max_tokens, token_counter_of
 from .model import CONTEXT_DOCUMENTS, ContextRule, Passage, ScoredDocument

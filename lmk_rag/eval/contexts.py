@@ -27,9 +27,9 @@ import numpy as np
 
 from ..context import DEFAULT_RULE, ContextRule, ScoredDocument, build_context
 from ..encoder import LMKEncoder
+from ..encoding.landmarks import build_layout, fixed_chunk_ends
 from ..errors import InvalidInputError
 from ..index.fusion import fuse
-from ..landmarks import build_layout, fixed_chunk_ends
 from .tasks import RetrievalTask
 
 Span = tuple[int, int, int]  # document index, start, end

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..encoder import LMKEncoder
+from ..encoding.landmarks import build_layout, fixed_chunk_ends
+from ..encoding.pooling import Pooling, check_pooling
 from ..errors import InvalidInputError
-from ..landmarks import build_layout, fixed_chunk_ends
 from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES, check_passage_rule, locate_passage
-from ..pooling import Pooling, check_pooling
 from .tasks import RetrievalTask
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..corpora.texts import SourceText, is_faq
+from ..encoding.sentences import sentence_starts
 from ..errors import InvalidInputError
-from ..sentences import sentence_starts
 
 TokenCounter = Callable[[list[str]], np.ndarray]
 

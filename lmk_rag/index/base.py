@@ -27,8 +27,8 @@ from ..context import (
     token_counter_of,
 )
 from ..encoder import LMKEncoder
+from ..encoding.inputs import check_k, check_texts, refuse_renamed
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
-from ..inputs import check_k, check_texts, refuse_renamed
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 from ..types import Fingerprint, MultiVector
 from .filters import (

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..context import Passage, check_max_tokens, check_min_score
+from ..encoding.inputs import check_k, check_texts
 from ..errors import (
     IndexNotFoundError,
     IndexUnavailableError,
@@ -16,7 +17,6 @@ from ..errors import (
     InvalidTypeError,
     MissingDependencyError,
 )
-from ..inputs import check_k, check_texts
 from ..passages import DEFAULT_PASSAGE_RULE
 from .base import SearchMode, check_ids, check_metadata, id_list
 from .hits import Hit, StoredDocument

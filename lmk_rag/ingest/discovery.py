@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pathspec
 
+from ..encoding.inputs import find_unencodable
 from ..errors import InvalidInputError, PathNotFoundError
-from ..inputs import find_unencodable
 from .readers import binary_suffix
 
 #: Files larger than this many MB are passed over unless ``max_file_mb`` says otherwise: encoding

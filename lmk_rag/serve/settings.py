@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..encoding.inputs import check_int
 from ..errors import InvalidInputError
-from ..inputs import check_int
 
 #: Paths any client may call without the API key: liveness probes and the API description.
 OPEN_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})

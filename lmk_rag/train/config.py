@@ -3,7 +3,7 @@
 :class:`TrainConfig` is the single source: :func:`~lmk_rag.train.train` takes it, the saved
 folder records it, and ``lmk-rag train``'s options are generated from its fields (the help
 text, the default and the type come from here), as the encoder options come from
-:class:`~lmk_rag.settings.EncoderSettings`.
+:class:`~lmk_rag.encoding.settings.EncoderSettings`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..encoding.pooling import LANDMARK_WEIGHTS, check_landmark_weights
 from ..errors import InvalidInputError
-from ..models import DEFAULT_MODEL
-from ..pooling import LANDMARK_WEIGHTS, check_landmark_weights
+from ..folders.models import DEFAULT_MODEL
 
 LR_DECAYS = ("constant", "linear")
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..encoding.sentences import sentence_starts
 from ..errors import InvalidInputError
-from ..sentences import sentence_starts
 
 if TYPE_CHECKING:
     from ..corpora.rst import Page, Section

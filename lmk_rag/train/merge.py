@@ -25,8 +25,7 @@ from typing import Any
 import torch
 
 from ..errors import InvalidInputError, InvalidTypeError, PathNotFoundError
-from ..folder_write import check_destination, write_folder
-from ..lmk_folder import (
+from ..folders.lmk import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
     ADAPTER_WEIGHTS,
@@ -36,8 +35,9 @@ from ..lmk_folder import (
     is_lmk_folder,
     lora_settings,
 )
-from ..lora import lora_scaling
-from ..models import resolve_model_path
+from ..folders.lora import lora_scaling
+from ..folders.models import resolve_model_path
+from ..folders.write import check_destination, write_folder
 
 # Adapter settings whose effect the merge cannot reproduce exactly: refused rather than ignored.
 _UNSUPPORTED = {"use_dora": "DoRA", "alpha_pattern": "per-module alpha", "rank_pattern": "per-module rank"}

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..batching import make_batch
 from ..encoder import LMKEncoder
-from ..pooling import landmark_weights_of, weighted_text_means
-from ..windows import build_sequences
+from ..encoding.batching import make_batch
+from ..encoding.pooling import landmark_weights_of, weighted_text_means
+from ..encoding.windows import build_sequences
 from .config import TrainConfig
 
 
@@ -34,7 +34,7 @@ class LandmarkStudent(torch.nn.Module):
                 target_modules="all-linear",
                 bias="none",
             )
-            from ..models import quiet_loading
+            from ..folders.models import quiet_loading
 
             with quiet_loading():
                 self.model = get_peft_model(model, lora)

@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 
 from ..encoder import LMKEncoder
+from ..encoding.pooling import LandmarkWeights, check_landmark_weights
 from ..errors import InvalidInputError
-from ..folder_write import open_permissions
-from ..lmk_folder import (
+from ..folders.lmk import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
     ADAPTER_WEIGHTS,
@@ -45,8 +45,8 @@ from ..lmk_folder import (
     is_lmk_folder,
     lora_settings,
 )
-from ..models import load_model, resolve_model_path
-from ..pooling import LandmarkWeights, check_landmark_weights
+from ..folders.models import load_model, resolve_model_path
+from ..folders.write import open_permissions
 from .config import TrainConfig
 from .data import Pair, build_pairs, sample_batch
 from .losses import answer_landmarks, distill_loss, landmark_loss, maxsim_scores

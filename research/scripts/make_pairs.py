@@ -16,7 +16,7 @@ from pathlib import Path
 
 def write_pairs(out: Path, domains: list[str], max_pages: int, window_min: int, window_max: int, seed: int) -> int:
     from lmk_rag.encoder import LMKEncoder
-    from lmk_rag.models import DEFAULT_MODEL, resolve_model_path
+    from lmk_rag.folders.models import DEFAULT_MODEL, resolve_model_path
     from lmk_rag.train.config import TrainConfig
     from lmk_rag.train.data import build_pairs, save_pairs
 

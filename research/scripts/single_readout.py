@@ -36,11 +36,11 @@ from _tables import print_task_table
 from lmk_rag import LMKEncoder
 from lmk_rag.corpora.domains import domains_of
 from lmk_rag.corpora.rst import read_rst_pages
+from lmk_rag.encoding.pooling import landmark_weights_of
 from lmk_rag.eval.domains import domain_tasks
 from lmk_rag.eval.metrics import retrieval_metrics, score_run
 from lmk_rag.eval.sections import section_task
 from lmk_rag.eval.tasks import RetrievalTask
-from lmk_rag.pooling import landmark_weights_of
 
 Readout = Callable[[np.ndarray, np.ndarray], np.ndarray]
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
-from .folder_write import file_checksum
+from ..errors import InvalidInputError, MissingDependencyError, ModelLoadError
+from .checksums import file_checksum
 from .settings import BACKEND_NAMES, QUANTIZE_NAMES
 
 logger = logging.getLogger("lmk_rag")

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 Pooling = Literal["lmk", "mean", "cls", "lmk+mean"]
 LandmarkWeights = Literal["equal", "tokens"]

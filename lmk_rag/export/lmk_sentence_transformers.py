@@ -241,7 +241,7 @@ class LMKTransformer(InputModule):
 def _windows(
     chunks: list[list[int]], prefix: list[int], lmk: int, window: int, overlap: int | None
 ) -> list[tuple[list[int], list[int], list[int]]]:
-    """One long text's windows, as lmk-rag lays them (``lmk_rag.landmarks.plan_windows`` and
+    """One long text's windows, as lmk-rag lays them (``lmk_rag.encoding.landmarks.plan_windows`` and
     ``assign_landmarks``): whole chunks, at most ``window`` positions with the CLS ``prefix``,
     ``overlap`` chunks shared, each landmark owned by the window where it sits most centrally (in
     tokens; ties to the first). Returns (ids, owned landmark positions, their content tokens)."""

@@ -11,7 +11,7 @@ Three kinds are understood, all from their JSON files alone (no code in the fold
   ``train_landmark_interval`` / ``lmk_token_id`` (current), ``eval_splitter_granularity`` /
   ``train_splitter_granularity`` and ``splitter_type`` / ``splitter_granularity`` (earlier);
 - folders written by ``LMKEncoder.save(format="sentence-transformers")`` (``LMKTransformer`` +
-  ``LMKPooling``, see :mod:`lmk_rag.lmk_sentence_transformers`).
+  ``LMKPooling``, see :mod:`lmk_rag.export.lmk_sentence_transformers`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelLoadError
-from .pooling import LANDMARK_WEIGHTS
+from ..encoding.pooling import LANDMARK_WEIGHTS
+from ..errors import ModelLoadError
 
 MODULES_JSON = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"

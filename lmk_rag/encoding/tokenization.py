@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 from .inputs import find_unencodable, warn_unknown_words
 from .landmarks import TokenizedBatch
 

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import InvalidTypeError
+from ..errors import InvalidTypeError
 from .pooling import LANDMARK_WEIGHTS, POOLING_MODES
 
 POOLINGS = POOLING_MODES

@@ -7,7 +7,6 @@ folder, and ``overwrite`` never deletes the old folder before the new one exists
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,7 +14,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .errors import InvalidInputError, ModelLoadError
+from ..encoding.checksums import file_checksum
+from ..errors import InvalidInputError, ModelLoadError
 
 
 def check_destination(folder: Path, *, overwrite: bool, protected: Iterable[Path] = (), what: str = "") -> None:
@@ -42,15 +42,6 @@ MANIFEST = ".lmk-rag-written.json"
 
 def _files(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink()}
-
-
-def file_checksum(path: Path) -> dict[str, int | str]:
-    """A file's size and SHA-256, as the manifests of written folders and caches record them."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(2**20), b""):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
 def verify_written_folder(folder: Path) -> None:

@@ -13,14 +13,14 @@ from typing import Any
 
 import torch
 
-from .errors import InvalidInputError, InvalidTypeError, MissingDependencyError, ModelLoadError
+from ..errors import InvalidInputError, InvalidTypeError, MissingDependencyError, ModelLoadError
 
 logger = logging.getLogger("lmk_rag")
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # The LMK model trained for DEFAULT_MODEL and shipped inside this package (its model card:
 # trained/all-MiniLM-L6-v2-lmk-v4/README.md). Indexes record its name, so they reopen with it.
-_TRAINED = Path(__file__).resolve().parent / "trained"
+_TRAINED = Path(__file__).resolve().parent.parent / "trained"
 SHIPPED_ADAPTERS: dict[str, Path] = {
     "lmk-rag/all-MiniLM-L6-v2-lmk-v4": _TRAINED / "all-MiniLM-L6-v2-lmk-v4",
 }

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
+from ..errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 
 logger = logging.getLogger("lmk_rag")
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
-from ._version import __version__
-from .folder_write import verify_written_folder
-from .lmk_folder import LMKFolderConfig, apply_adapter, is_lmk_folder
+from .._version import __version__
+from ..encoding.settings import FROM_MODEL, EncoderSettings
+from .lmk import LMKFolderConfig, apply_adapter, is_lmk_folder
 from .models import load_model, load_tokenizer, resolve_model_path, special_tokens
-from .settings import FROM_MODEL, EncoderSettings
-from .st_folder import STFolder
+from .st import STFolder
+from .write import verify_written_folder
 
 logger = logging.getLogger("lmk_rag")
 
@@ -47,7 +47,7 @@ def warn_untrained(model_name: str) -> None:
 
 def load_folder_config(path: str) -> LMKFolderConfig | None:
     """The LMK settings of a folder written by ``lmk-rag train``, or None for a plain model. A folder
-    lmk-rag wrote is first checked against its manifest (:func:`~.folder_write.verify_written_folder`)."""
+    lmk-rag wrote is first checked against its manifest (:func:`~.write.verify_written_folder`)."""
     if Path(path).is_dir():
         verify_written_folder(Path(path))
     return LMKFolderConfig.load(Path(path)) if is_lmk_folder(path) else None

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .errors import InvalidInputError, ModelLoadError
+from ..errors import InvalidInputError, ModelLoadError
 
 CONFIG_NAME = "lmk_config.json"
 ADAPTER_DIR = "adapter"
@@ -81,7 +81,7 @@ def has_lora_adapter(folder: Path) -> bool:
 
 
 def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:
-    """Merge the folder's LoRA adapter into ``model`` (plain torch, see :mod:`lmk_rag.lora`) and add
+    """Merge the folder's LoRA adapter into ``model`` (plain torch, see :mod:`lmk_rag.folders.lora`) and add
     the landmark embedding delta."""
     adapter = folder / ADAPTER_DIR
     if adapter.is_dir():

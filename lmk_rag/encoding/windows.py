@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 from .inputs import check_int
 from .landmarks import Layout, assign_landmarks, plan_windows, ranges
 

@@ -24,13 +24,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidInputError, InvalidTypeError
-from .folder_write import write_folder
-from .lmk_folder import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
-from .st_folder import MODULES_JSON, ST_CONFIG, TRANSFORMER_CONFIG
+from ..errors import InvalidInputError, InvalidTypeError
+from ..folders.lmk import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
+from ..folders.st import MODULES_JSON, ST_CONFIG, TRANSFORMER_CONFIG
+from ..folders.write import write_folder
 
 if TYPE_CHECKING:
-    from .encoder import LMKEncoder
+    from ..encoder import LMKEncoder
 
 SAVE_FORMATS = ("lmk", "merged", "sentence-transformers", "multi-vector")
 ST_MODULE_FILE = "lmk_sentence_transformers.py"
@@ -112,7 +112,7 @@ def _save_lmk(encoder: LMKEncoder, folder: Path) -> None:
 
 def _save_weights(encoder: LMKEncoder, folder: Path) -> None:
     """The in-memory model already has the adapter and landmark offset merged (see lmk_folder)."""
-    from .models import quiet_loading
+    from ..folders.models import quiet_loading
 
     with quiet_loading():
         encoder.model.save_pretrained(str(folder), safe_serialization=True)
@@ -140,7 +140,7 @@ def _check_exportable(encoder: LMKEncoder) -> None:
 def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector: bool) -> None:
     import torch
 
-    from ._version import __version__
+    from .._version import __version__
 
     _save_weights(encoder, folder)
     shutil.copy2(_ST_MODULE_SOURCE, folder / ST_MODULE_FILE)

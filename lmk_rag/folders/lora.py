@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .errors import InvalidInputError, MissingDependencyError
+from ..errors import InvalidInputError, MissingDependencyError
 
 # Keys of adapter_config.json whose effect a plain ``W += s * B @ A`` does not reproduce.
 _NEEDS_PEFT = {
