@@ -21,7 +21,7 @@ import torch
 
 from .encoding.backends import check_backend, load_backend, model_key, vectors_tag
 from .encoding.batching import iter_batches
-from .encoding.inputs import check_finite, check_granularity, check_int, check_texts
+from .encoding.inputs import check_finite, check_granularity, check_int, check_optional_int, check_texts
 from .encoding.landmarks import (
     Layout,
     TokenizedBatch,
@@ -185,10 +185,10 @@ class LMKEncoder:
         if not isinstance(given.normalize, bool):
             raise InvalidTypeError(f"normalize must be a bool, got {type(given.normalize).__name__}")
         self.normalize = given.normalize
-        self._window_overlap = check_int("window_overlap", resolved["window_overlap"], 0, allow_none=True)
+        self._window_overlap = check_optional_int("window_overlap", resolved["window_overlap"], 0)
         self.batch_size = check_int("batch_size", given.batch_size, 1)
         self.max_batch_tokens = check_int("max_batch_tokens", given.max_batch_tokens, 1)
-        self.truncate_tokens = check_int("truncate_tokens", given.truncate_tokens, 1, allow_none=True)
+        self.truncate_tokens = check_optional_int("truncate_tokens", given.truncate_tokens)
         self.sentence_max_tokens = check_int("sentence_max_tokens", given.sentence_max_tokens, 1)
         self.query_prefix = resolved["query_prefix"]
         self.document_prefix = resolved["document_prefix"]

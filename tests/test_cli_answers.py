@@ -95,7 +95,7 @@ def test_search_context_prints_the_passages_for_an_llm_within_the_budget(tmp_pat
     texts = {p.name: p.read_text(encoding="utf-8") for p in CORPUS.glob("*.md")}
     assert all(texts[Path(p["id"]).name][p["span"][0] : p["span"][1]] == p["text"] for p in data)
     bad = run_cli("search", "tides", "--index", index, "--context", "0")
-    assert bad.returncode == 2 and "max_tokens must be a positive int" in bad.stderr
+    assert bad.returncode == 2 and "max_tokens must be an int >= 1" in bad.stderr
 
 
 def test_credentials_in_an_index_uri_are_never_printed():

@@ -85,7 +85,7 @@ def test_no_candidates_or_empty_texts_give_an_empty_context():
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "512", None])
 def test_max_tokens_must_be_a_positive_int(bad):
-    with pytest.raises(InvalidInputError, match="max_tokens must be a positive int"):
+    with pytest.raises(InvalidInputError, match="max_tokens must be an int >= 1"):
         build_context("x", [doc("a", SENTENCES, [0.5] * 20)], bad, words)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..encoding.inputs import check_int, is_int_in
 from ..encoding.tokenization import load_token_counter
 from ..errors import InvalidInputError, InvalidTypeError
 
@@ -15,9 +16,7 @@ BatchCounter = Callable[[list[str]], list[int]]
 
 def check_max_tokens(max_tokens: Any) -> int:
     """``max_tokens`` if it is a positive int (a token budget), else an error naming it."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise InvalidInputError(f"max_tokens must be a positive int (a token budget), got {max_tokens!r}")
-    return max_tokens
+    return check_int("max_tokens", max_tokens, what=" (a token budget)")
 
 
 def user_counter(counter: Any) -> BatchCounter:
@@ -35,7 +34,7 @@ def user_counter(counter: Any) -> BatchCounter:
                     f"token_counter raised {type(exc).__name__}: {exc} (on a text of {len(text)} characters); "
                     "it must take a str and return its token count"
                 ) from exc
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            if not is_int_in(int(n) if isinstance(n, np.integer) else n, 0):
                 raise InvalidInputError(f"token_counter must return an int >= 0, returned {n!r}")
             out.append(int(n))
         return out

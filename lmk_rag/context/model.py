@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from ..encoding.inputs import check_int, check_number
 from ..types import PagedSpan
 
 
@@ -93,15 +92,10 @@ class ContextRule:
         for name in ("width", "seeds", "min_passage_tokens", "snap_chars"):
             value = getattr(self, name)
             low = 0 if name in ("snap_chars", "seeds", "min_passage_tokens") else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
+            check_int(name, value, low)
         for name in ("lexical_weight", "rank_weight", "peak_weight", "cover_share"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
-        bonus = self.widen_bonus
-        if isinstance(bonus, bool) or not isinstance(bonus, (int, float)) or not math.isfinite(bonus):
-            raise InvalidInputError(f"widen_bonus must be a finite number, got {bonus!r}")
+            check_number(name, getattr(self, name), 0, 1)
+        check_number("widen_bonus", self.widen_bonus)
 
 
 DEFAULT_RULE = ContextRule()

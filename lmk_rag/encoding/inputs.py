@@ -5,9 +5,10 @@ the model cannot read."""
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Mapping, Sequence, Set
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -75,14 +76,55 @@ def check_granularity(granularity: Any) -> int | str | list[int] | None:
     raise InvalidTypeError(f"granularity must be {allowed}, got {type(granularity).__name__}")
 
 
-def check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> Any:
-    """``value`` if it is an int >= ``minimum`` (or None where allowed), else an error naming ``name``."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        extra = " or None" if allow_none else ""
-        raise InvalidInputError(f"{name} must be an int >= {minimum}{extra}, got {value!r}")
-    return value
+def check_int(name: str, value: object, minimum: int = 1, *, maximum: int | None = None, what: str = "") -> int:
+    """``value`` if it is an int (a bool is not) from ``minimum`` up to ``maximum``, else an error
+    naming ``name`` and what is allowed; ``what`` adds what the number means, e.g. " (a token budget)"."""
+    if is_int_in(value, minimum, maximum):
+        return value
+    raise InvalidInputError(f"{name} must be {_int_range(minimum, maximum)}{what}, got {value!r}")
+
+
+def check_optional_int(
+    name: str, value: object, minimum: int = 1, *, maximum: int | None = None, what: str = ""
+) -> int | None:
+    """Like :func:`check_int`, with None allowed (and passed through)."""
+    if value is None or is_int_in(value, minimum, maximum):
+        return value
+    raise InvalidInputError(f"{name} must be {_int_range(minimum, maximum)} or None{what}, got {value!r}")
+
+
+def is_int_in(value: object, minimum: int, maximum: int | None = None) -> TypeGuard[int]:
+    """Whether ``value`` is an int (a bool is not) from ``minimum`` up to ``maximum``: the test of
+    :func:`check_int`, for values read leniently (a model's config) rather than refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return value >= minimum and (maximum is None or value <= maximum)
+
+
+def _int_range(minimum: int, maximum: int | None) -> str:
+    return f"an int >= {minimum}" if maximum is None else f"an int from {minimum} to {maximum:,}"
+
+
+def check_number(name: str, value: object, minimum: float | None = None, maximum: float | None = None) -> float:
+    """``value`` as a float if it is a finite int or float (a bool is not) within the bounds given,
+    else an error naming ``name`` and what is allowed."""
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (minimum is None or value >= minimum)
+        and (maximum is None or value <= maximum)
+    ):
+        return float(value)
+    if minimum is not None and maximum is not None:
+        allowed = f"a number in [{minimum:g}, {maximum:g}]"
+    elif minimum is not None:
+        allowed = f"a number >= {minimum:g}"
+    elif maximum is not None:
+        allowed = f"a number <= {maximum:g}"
+    else:
+        allowed = "a finite number"
+    raise InvalidInputError(f"{name} must be {allowed}, got {value!r}")
 
 
 #: The most results one search or context asks for: an int beyond it would overflow the engines'
@@ -92,9 +134,7 @@ MAX_K = 10_000
 
 def check_k(k: object) -> int:
     """``k`` if it is an int from 1 to :data:`MAX_K`, else an error saying what is allowed."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise InvalidInputError(f"k must be a positive int of at most {MAX_K:,}, got {k!r}")
-    return k
+    return check_int("k", k, 1, maximum=MAX_K)
 
 
 def check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:

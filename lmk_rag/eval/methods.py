@@ -80,6 +80,7 @@ class NativePooling(Method):
         probe = LMKEncoder(**encoder_kwargs)
         limit = probe.trained_max_length - 2
         self.encoder = LMKEncoder(pooling=pooling, granularity=None, truncate_tokens=limit, **encoder_kwargs)
+        self.limit = limit
         self.name = pooling
 
     def run(self, task: RetrievalTask) -> list[MethodResult]:
@@ -88,7 +89,7 @@ class NativePooling(Method):
         docs = self.encoder.encode(task.doc_texts)
         seconds = time.perf_counter() - t0
         q = self.encoder.encode_query(task.query_texts)
-        tokens = int(np.minimum(self.encoder.tokenize(task.doc_texts).n_tokens, self.encoder.truncate_tokens).sum())
+        tokens = int(np.minimum(self.encoder.tokenize(task.doc_texts).n_tokens, self.limit).sum())
         return [MethodResult(f"{self.name}-truncated", q @ docs.T, None, seconds, tokens, 1.0)]
 
 

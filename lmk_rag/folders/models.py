@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..encoding.inputs import check_int, is_int_in
 from ..errors import InvalidInputError, InvalidTypeError, MissingDependencyError, ModelLoadError
 
 logger = logging.getLogger("lmk_rag")
@@ -166,8 +167,7 @@ class SpecialTokens:
 def special_tokens(tokenizer: Any, landmark_token_id: int | None = None) -> SpecialTokens:
     """Landmark = the tokenizer's SEP, else EOS, else the id the user gives."""
     if landmark_token_id is not None:
-        if not isinstance(landmark_token_id, int) or landmark_token_id < 0:
-            raise InvalidInputError(f"landmark_token_id must be a non-negative int, got {landmark_token_id!r}")
+        check_int("landmark_token_id", landmark_token_id, 0)
         if landmark_token_id >= len(tokenizer):
             raise InvalidInputError(
                 f"landmark_token_id={landmark_token_id} is outside the vocabulary (size {len(tokenizer)})"
@@ -198,13 +198,13 @@ def trained_max_length(config: Any, tokenizer: Any) -> int:
     """Longest sequence (special tokens included) the model was built for."""
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
-    if isinstance(positions, int) and positions > 0:
+    if is_int_in(positions, 1):
         # RoBERTa-style models offset positions by padding_idx + 1.
         if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "camembert", "longformer"}:
             positions -= (config.pad_token_id or 0) + 1
         limits.append(positions)
     tok_limit = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tok_limit, int) and 0 < tok_limit < 10**6:
+    if is_int_in(tok_limit, 1, 10**6 - 1):
         limits.append(tok_limit)
     return min(limits) if limits else _UNBOUNDED
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..encoding.inputs import is_int_in
 from ..encoding.pooling import LANDMARK_WEIGHTS
 from ..errors import ModelLoadError
 
@@ -151,12 +152,8 @@ def _first(config: dict[str, Any], keys: tuple[str, ...]) -> int | list[int] | N
     for key in keys:
         if key in config and config[key] is not None:
             value = config[key]
-            ok_int = isinstance(value, int) and not isinstance(value, bool) and value > 0
-            ok_list = (
-                isinstance(value, list)
-                and value
-                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-            )
+            ok_int = is_int_in(value, 1)
+            ok_list = isinstance(value, list) and value and all(is_int_in(v, 1) for v in value)
             if not (ok_int or ok_list):
                 raise ModelLoadError(f"{key}={value!r} in the model folder must be a positive int or a list of them")
             return list(value) if isinstance(value, list) else int(value)
@@ -164,11 +161,11 @@ def _first(config: dict[str, Any], keys: tuple[str, ...]) -> int | list[int] | N
 
 
 def _positive_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return value if is_int_in(value, 1) else None
 
 
 def _non_negative_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if is_int_in(value, 0) else None
 
 
 def _read_json(path: Path, default: Any = None) -> Any:

@@ -27,7 +27,7 @@ from ..context import (
     token_counter_of,
 )
 from ..encoder import LMKEncoder
-from ..encoding.inputs import check_k, check_texts, refuse_renamed
+from ..encoding.inputs import check_int, check_k, check_texts, refuse_renamed
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule
 from ..types import Fingerprint, MultiVector
@@ -222,8 +222,7 @@ class MultiVectorIndex(ABC):
             )
         if mode not in self.modes or mode not in SEARCH_MODES:
             raise InvalidInputError(f"mode must be one of {self.modes} for {type(self).__name__}, got {mode!r}")
-        if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
-            raise InvalidInputError(f"neighbours must be an int >= 0, got {neighbours!r}")
+        check_int("neighbours", neighbours, 0)
         check_passage_rule(passage)
         return mode
 
@@ -323,8 +322,7 @@ class MultiVectorIndex(ABC):
 
     def scan(self, batch_size: int = 256) -> Iterator[list[tuple[StoredDocument, MultiVector]]]:
         """Every stored document with its vectors, in batches: what :func:`~.copy.copy_index` moves."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInputError(f"batch_size must be a positive int, got {batch_size!r}")
+        check_int("batch_size", batch_size)
         offset: Any = None
         while True:
             with self._backend():

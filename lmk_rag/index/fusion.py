@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..encoding.inputs import check_number
 from ..errors import InvalidInputError
 
 FUSIONS = ("weighted", "rrf")
@@ -24,8 +25,7 @@ def check_fusion(fusion: str, weight: float) -> None:
     """Refuse an unknown ``hybrid_fusion`` or a ``hybrid_weight`` outside [0, 1], naming the argument."""
     if fusion not in FUSIONS:
         raise InvalidInputError(f"hybrid_fusion must be one of {FUSIONS}, got {fusion!r}")
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
-        raise InvalidInputError(f"hybrid_weight must be a number in [0, 1] (the BM25 share), got {weight!r}")
+    check_number("hybrid_weight", weight, 0, 1)
 
 
 def fuse(maxsim: np.ndarray, bm25: Sequence[float | None], fusion: str = "weighted", weight: float = 0.5) -> np.ndarray:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..encoding.inputs import check_int
 from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, ReadOnlyIndexError
 from ..index.base import MultiVectorIndex
 from .discovery import DEFAULT_MAX_FILE_MB, _under, check_max_file_mb, discover
@@ -250,12 +251,6 @@ def tally(summary: IngestSummary, files: Sequence[ReadFile], multis: Sequence[An
             summary.tokens += mv.n_tokens
 
 
-def check_batch_docs(batch_docs: Any) -> None:
-    """Refuse a batch size that is not an int >= 1."""
-    if isinstance(batch_docs, bool) or not isinstance(batch_docs, int) or batch_docs < 1:
-        raise InvalidInputError(f"batch_docs must be an int >= 1, got {batch_docs!r}")
-
-
 def ingest(
     index: MultiVectorIndex,
     paths: Sequence[str | Path],
@@ -277,7 +272,7 @@ def ingest(
     ``summary.failed`` (the other files are still ingested)."""
     from tqdm.auto import tqdm
 
-    check_batch_docs(batch_docs)
+    check_int("batch_docs", batch_docs)
     summary = IngestSummary()
     t0 = time.perf_counter()
     found = discover(

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..encoding.inputs import check_int, check_number
 from ..errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
 from ..index.base import MultiVectorIndex
 from ..types import Fingerprint
@@ -34,7 +35,6 @@ from .pipeline import (
     IngestSummary,
     ReadFile,
     adopt_legacy_ids,
-    check_batch_docs,
     encode_files,
     prune_vanished,
     read_for_ingest,
@@ -193,12 +193,10 @@ def ingest_with_ray(
     Same ids, texts, spans and vectors as the single-process ingest; failures reported per file."""
     from tqdm.auto import tqdm
 
-    check_batch_docs(batch_docs)
-    if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
-        raise InvalidInputError(f"actors must be an int >= 1, got {actors!r}")
-    for name, value, low in (("gpus_per_actor", gpus_per_actor, 0.0), ("cpus_per_actor", cpus_per_actor, 0.0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or value != value:
-            raise InvalidInputError(f"{name} must be a number >= {low:g}, got {value!r}")
+    check_int("batch_docs", batch_docs)
+    check_int("actors", actors)
+    check_number("gpus_per_actor", gpus_per_actor, 0)
+    check_number("cpus_per_actor", cpus_per_actor, 0)
     if cpus_per_actor == 0 and gpus_per_actor == 0:
         raise InvalidInputError("an actor needs cpus_per_actor > 0 or gpus_per_actor > 0")
     ray = _ray()

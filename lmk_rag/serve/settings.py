@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from ..encoding.inputs import check_int
+from ..encoding.inputs import check_int, check_number
 from ..errors import InvalidInputError
 
 #: Paths any client may call without the API key: liveness probes and the API description.
@@ -39,16 +38,10 @@ class ServeSettings:
         for name in ("max_batch_tokens", "max_inputs", "max_body_bytes", "max_concurrent"):
             check_int(name, getattr(self, name), 1)
         for name in ("shutdown_timeout", "batch_wait_ms"):
-            _check_seconds(name, getattr(self, name))
+            check_number(name, getattr(self, name), 0)
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()):
             raise InvalidInputError("api_key must be a non-empty str (or None for no key)")
         if not isinstance(self.cors_origins, tuple) or not all(isinstance(o, str) and o for o in self.cors_origins):
             raise InvalidInputError(
                 f"cors_origins must be a tuple of origins such as 'https://app.example', got {self.cors_origins!r}"
             )
-
-
-def _check_seconds(name: str, value: object) -> None:
-    """A duration: a finite number >= 0, else an error naming the setting."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}")

@@ -152,7 +152,7 @@ def test_context_filters_counts_with_the_users_counter_and_handles_edges(index, 
     one_doc = index.context("tides", 10_000, k=1)
     assert {p.id for p in one_doc} == {"tides.md"} and "".join(p.text for p in one_doc).strip()
     for bad in (0, -5, 2.5, "512"):
-        with pytest.raises(ValueError, match="max_tokens must be a positive int"):
+        with pytest.raises(ValueError, match="max_tokens must be an int >= 1"):
             index.context("tides", bad)
     with pytest.raises(ValueError, match="token_counter raised ZeroDivisionError"):
         index.context("tides", 64, token_counter=lambda s: 1 // 0)

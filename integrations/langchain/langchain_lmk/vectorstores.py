@@ -12,6 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
+from lmk_rag.encoding.inputs import check_int, check_number
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import FilterArg, MultiVectorIndex, SearchMode
 from lmk_rag.passages import DEFAULT_PASSAGE_RULE
@@ -174,13 +175,11 @@ class LMKVectorStore(VectorStore):
     ) -> list[Document]:
         from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-        for name, value in (("k", k), ("fetch_k", fetch_k)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive int, got {value!r}")
+        check_int("k", k)
+        check_int("fetch_k", fetch_k)
         if fetch_k < k:
             raise InvalidInputError(f"fetch_k ({fetch_k}) must be at least k ({k}): MMR picks k of the fetch_k best")
-        if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)) or not 0 <= lambda_mult <= 1:
-            raise InvalidInputError(f"lambda_mult must be a number in [0, 1], got {lambda_mult!r}")
+        check_number("lambda_mult", lambda_mult, 0, 1)
         mode = kwargs.get("search_mode", self.search_mode)
         if query is not None:
             hits = self.index.search(query, k=fetch_k, filter=filter, mode=mode)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...encoding.inputs import check_int
 from ...errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
 from ...types import Fingerprint
 from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
@@ -48,8 +49,8 @@ def check_cluster_options(options: dict[str, Any]) -> dict[str, Any]:
         if name == "on_disk":
             if not isinstance(value, bool):
                 raise InvalidInputError(f"on_disk must be True or False, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInputError(f"{name} must be an int >= 1, got {value!r}")
+        else:
+            check_int(name, value)
     return given
 
 

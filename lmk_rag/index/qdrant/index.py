@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...encoder import LMKEncoder
+from ...encoding.inputs import check_optional_int
 from ...errors import IndexUnavailableError, InvalidInputError, MissingDependencyError, ReadOnlyIndexError
 from ...types import Fingerprint, MultiVector
 from ..base import MultiVectorIndex, SearchMode
@@ -97,12 +98,7 @@ class QdrantIndex(MultiVectorIndex):
     ) -> None:
         if sum(x is not None for x in (path, location, url, client)) > 1:
             raise InvalidInputError("give one of path=, location=, url= or client=")
-        if prefetch_limit is not None and (
-            isinstance(prefetch_limit, bool) or not isinstance(prefetch_limit, int) or prefetch_limit < 1
-        ):
-            raise InvalidInputError(
-                f"prefetch_limit must be a positive int or None (chosen per query), got {prefetch_limit!r}"
-            )
+        check_optional_int("prefetch_limit", prefetch_limit, what=" (chosen per query)")
         check_fusion(hybrid_fusion, hybrid_weight)
         quantization = check_quantization(quantization)
         if not isinstance(collection, str) or not _COLLECTION_NAME.fullmatch(collection) or "__lmk_" in collection:

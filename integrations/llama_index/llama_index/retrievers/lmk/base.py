@@ -13,6 +13,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.retrievers.lmk.filters import to_lmk_filter
 
 from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens, check_min_score
+from lmk_rag.encoding.inputs import check_int
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
 from lmk_rag.index.remote import RemoteIndex
@@ -172,8 +173,7 @@ class LMKRetriever(BaseRetriever):
             raise InvalidTypeError(
                 f"index must be a QdrantIndex, ChromaIndex or RemoteIndex (or give url=), got {type(index).__name__}"
             )
-        if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
-            raise InvalidInputError(f"similarity_top_k must be a positive int, got {similarity_top_k!r}")
+        check_int("similarity_top_k", similarity_top_k)
         if mode not in RETRIEVER_MODES:
             raise InvalidInputError(f"mode must be one of {RETRIEVER_MODES}, got {mode!r}")
         self.index = index
