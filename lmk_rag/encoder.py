@@ -83,7 +83,7 @@ from .folders.models import (
 from .folders.st import is_st_folder, read_st_folder
 from .types import Fingerprint, MultiVector
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 _SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(EncoderSettings))
 
 Granularity = int | str | Sequence[int] | None

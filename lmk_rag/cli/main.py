@@ -16,8 +16,6 @@ from ..index.redact import redact_uri
 from . import evaluate, indexes, ingest, models, search, serve
 from .options import Handler, package_version
 
-logger = logging.getLogger("lmk_rag")
-
 #: The command groups, in the order ``lmk-rag -h`` lists their commands.
 GROUPS = (evaluate, ingest, search, indexes, models, serve)
 
@@ -71,8 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # no credential reaches a log line either
         handler.setFormatter(_RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
-    if args.verbose:
-        logger.setLevel(logging.INFO)
+    if args.verbose:  # every lmk_rag.* module logs through the package's logger
+        logging.getLogger("lmk_rag").setLevel(logging.INFO)
     if not sys.stderr.isatty():  # progress bars' cursor escapes do not belong in a log file
         for name, off in (("no_progress", True), ("show_progress", False)):
             if hasattr(args, name):

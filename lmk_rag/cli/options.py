@@ -15,7 +15,7 @@ from ..encoding.settings import EncoderSettings, setting_fields
 from ..errors import IndexNotFoundError, LMKError
 from ..index.redact import redact_uri
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 #: What a command runs: the parsed arguments in, the exit status out.
 Handler = Callable[[argparse.Namespace], int]

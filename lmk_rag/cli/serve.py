@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -11,8 +10,6 @@ from ..errors import InvalidInputError, MissingDependencyError
 from ..index.redact import redact_uri
 from ..serve.settings import ServeSettings
 from .options import Command, add_encoder_options, encoder_options, open_index_of
-
-logger = logging.getLogger("lmk_rag")
 
 EXAMPLE_SERVE = """examples:
   lmk-rag serve                                   # embeddings only: /v1/embeddings, /embed, /embed_landmarks

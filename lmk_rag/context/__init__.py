@@ -27,10 +27,11 @@ chosen on heading-style and question-style dev sets (docs/results.md).
 from .builder import OFF_TOPIC_MIN_SCORE, build_context, check_min_score
 from .counting import BatchCounter, check_max_tokens, token_counter_of, user_counter
 from .encoded import context
-from .model import CONTEXT_DOCUMENTS, DEFAULT_RULE, Candidate, ContextRule, Passage, ScoredDocument
+from .model import CONTEXT_DOCUMENTS, DEFAULT_MAX_TOKENS, DEFAULT_RULE, Candidate, ContextRule, Passage, ScoredDocument
 
 __all__ = [
     "CONTEXT_DOCUMENTS",
+    "DEFAULT_MAX_TOKENS",
     "DEFAULT_RULE",
     "OFF_TOPIC_MIN_SCORE",
     "BatchCounter",

@@ -12,7 +12,7 @@ from ..encoding.inputs import check_k, check_texts
 from ..errors import InvalidInputError
 from .builder import build_context, check_min_score
 from .counting import check_max_tokens, token_counter_of
-from .model import CONTEXT_DOCUMENTS, ContextRule, Passage, ScoredDocument
+from .model import CONTEXT_DOCUMENTS, DEFAULT_MAX_TOKENS, ContextRule, Passage, ScoredDocument
 
 if TYPE_CHECKING:
     from ..encoder import LMKEncoder
@@ -24,7 +24,7 @@ def context(
     texts: Sequence[str],
     encoded: Sequence[MultiVector],
     encoder: LMKEncoder,
-    max_tokens: int = 512,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
     *,
     ids: Sequence[str] | None = None,
     k: int | None = None,

@@ -99,5 +99,7 @@ class ContextRule:
 
 
 DEFAULT_RULE = ContextRule()
+#: The context's token budget when none is given: a few passages, a small share of an LLM's window.
+DEFAULT_MAX_TOKENS = 512
 #: Documents searched for a context when ``k`` is not given.
 CONTEXT_DOCUMENTS = 10

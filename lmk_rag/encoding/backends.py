@@ -31,7 +31,7 @@ from ..errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .checksums import file_checksum
 from .settings import BACKEND_NAMES, QUANTIZE_NAMES
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 BACKENDS = BACKEND_NAMES
 QUANTIZE = QUANTIZE_NAMES

@@ -14,7 +14,7 @@ import torch
 
 from ..errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 
 def check_texts(texts: Any, name: str = "texts") -> list[str]:

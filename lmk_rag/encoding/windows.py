@@ -17,7 +17,7 @@ from ..errors import InvalidInputError
 from .inputs import check_int
 from .landmarks import Layout, assign_landmarks, plan_windows, ranges
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

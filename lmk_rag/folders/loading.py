@@ -18,7 +18,7 @@ from .models import load_model, load_tokenizer, resolve_model_path, special_toke
 from .st import STFolder
 from .write import verify_written_folder
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 # Loaded models shared by encoders of the same settings, least recently used dropped first.
 MODEL_CACHE_SIZE = 4

@@ -16,7 +16,7 @@ import torch
 from ..encoding.inputs import check_int, is_int_in
 from ..errors import InvalidInputError, InvalidTypeError, MissingDependencyError, ModelLoadError
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # The LMK model trained for DEFAULT_MODEL and shipped inside this package (its model card:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..context import (
     CONTEXT_DOCUMENTS,
+    DEFAULT_MAX_TOKENS,
     ContextRule,
     Passage,
     build_context,
@@ -273,7 +274,7 @@ class MultiVectorIndex(ABC):
     def context(
         self,
         query: str,
-        max_tokens: int = 512,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         *,
         k: int | None = None,
         filter: FilterArg = None,

@@ -46,7 +46,7 @@ _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
 # one batch takes this long), so any later write of the same document may remove them.
 STALE_SECONDS = 3600
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 _SPACE = {"hnsw:space": "cosine"}
 #: HNSW search breadth of the landmark collection: well above the rows a search asks for (k x
 #: overfetch), so the nearest landmarks are found whatever order concurrent writers inserted them in

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..context import Passage, check_max_tokens, check_min_score
+from ..context import DEFAULT_MAX_TOKENS, Passage, check_max_tokens, check_min_score
 from ..encoding.inputs import check_k, check_texts
 from ..errors import (
     IndexNotFoundError,
@@ -97,7 +97,7 @@ class RemoteIndex:
     def context(
         self,
         query: str,
-        max_tokens: int = 512,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         *,
         k: int | None = None,
         filter: Mapping[str, object] | None = None,

@@ -30,7 +30,7 @@ from ..index.base import MultiVectorIndex
 from .discovery import DEFAULT_MAX_FILE_MB, _under, check_max_file_mb, discover
 from .readers import NotText, read_document
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 #: More files than this passed over for one reason are printed as one line (``--json`` lists each).
 _IGNORED_LINES_PER_REASON = 3
 

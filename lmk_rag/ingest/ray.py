@@ -43,7 +43,7 @@ from .pipeline import (
     write_files,
 )
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 #: Calls each actor gets at least (when there are enough files), for an even finish.
 _CALLS_PER_ACTOR = 8
 

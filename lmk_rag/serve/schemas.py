@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from ..context import DEFAULT_MAX_TOKENS
 from ..index.base import SearchMode
 from ..passages import DEFAULT_PASSAGE_RULE
 
@@ -209,7 +210,7 @@ class ContextRequest(Strict):
     """The context for an LLM: the best passages within a token budget."""
 
     query: str = Field(min_length=1, description="The question.")
-    max_tokens: int = Field(default=512, ge=1, le=1_000_000, description="Token budget of the context.")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=1_000_000, description="Token budget of the context.")
     k: int | None = Field(default=None, ge=1, le=1000, description="Documents to draw from; default 10.")
     filter: dict[str, object] | None = Field(default=None, description='Metadata filter, e.g. {"lang": "en"}.')
     mode: SearchMode | None = Field(default=None, description="Search mode; default: the index's.")

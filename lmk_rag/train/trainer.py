@@ -52,7 +52,7 @@ from .data import Pair, build_pairs, sample_batch
 from .losses import answer_landmarks, distill_loss, landmark_loss, maxsim_scores
 from .student import LandmarkStudent, landmark_forward
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 
 class Trainer:

@@ -10,7 +10,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from lmk_rag import LMKEncoder
-from lmk_rag.context import context
+from lmk_rag.context import DEFAULT_MAX_TOKENS, context
 from lmk_rag.framework_fields import min_score_field, token_counter_field
 
 from .documents import passage_metadata
@@ -36,7 +36,7 @@ class LMKContextCompressor(BaseDocumentCompressor):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     encoder: LMKEncoder | None = Field(default=None, description="The LMK encoder; None: the packaged model.")
-    max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Token budget of the passages returned.")
     token_counter: Any = token_counter_field()
     min_score: float | None = min_score_field()
     _default: LMKEncoder | None = PrivateAttr(default=None)

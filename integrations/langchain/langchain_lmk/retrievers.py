@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, SecretStr, model_validator
 
+from lmk_rag.context import DEFAULT_MAX_TOKENS
 from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.index import MultiVectorIndex, SearchMode
 from lmk_rag.index.remote import RemoteIndex
@@ -44,7 +45,7 @@ class LMKRetriever(BaseRetriever):
     mode: Literal["context", "passage", "document"] = Field(
         default="context", description="The token-budgeted context, each document's best passage, or whole documents."
     )
-    max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Token budget of the context (context mode).")
     token_counter: Any = token_counter_field()
     min_score: float | None = min_score_field()
     search_mode: SearchMode | None = Field(

@@ -12,6 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
+from lmk_rag.context import DEFAULT_MAX_TOKENS
 from lmk_rag.encoding.inputs import check_int, check_number
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import FilterArg, MultiVectorIndex, SearchMode
@@ -352,7 +353,7 @@ class LMKStoreRetriever(VectorStoreRetriever):
             store.index,
             query,
             k=search.get("k", 4),
-            max_tokens=search.get("max_tokens", 512),
+            max_tokens=search.get("max_tokens", DEFAULT_MAX_TOKENS),
             filter=search.get("filter"),
             mode=store.search_mode,
             token_counter=search.get("token_counter"),

@@ -18,7 +18,7 @@ from ...types import Fingerprint
 from ..space import OPEN_MARGIN_BYTES
 
 SHARD_MARKER = "edge_config.json"
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 # A write-ahead-log piece younger than this may be one another process is making: never removed.
 _EMPTY_WAL_AGE_S = 10.0
 

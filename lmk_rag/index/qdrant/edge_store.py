@@ -59,7 +59,7 @@ from .layout import (
 from .store import ALL_DOCUMENTS, reconcile_landmarks, stored_landmarks
 
 LAYOUT_VERSION = 1
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 
 def _edge() -> Any:

@@ -16,7 +16,7 @@ from ...types import Fingerprint
 from ..filters import ParsedFilter, ValueKind
 from .layout import Found, Plan, PointData, landmark_point_ids, point_id
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 #: The landmark journal's word for "the whole landmark index is being (re)built".
 ALL_DOCUMENTS = "*"

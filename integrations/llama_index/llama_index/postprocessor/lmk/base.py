@@ -10,7 +10,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.retrievers.lmk.base import passage_to_node
 
 from lmk_rag import LMKEncoder
-from lmk_rag.context import context
+from lmk_rag.context import DEFAULT_MAX_TOKENS, context
 from lmk_rag.errors import InvalidInputError
 from lmk_rag.framework_fields import min_score_field, token_counter_field
 
@@ -22,7 +22,7 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
     node's source document, and ``start_char_idx``/``end_char_idx`` are in that document's text
     (when the node knows where it starts)."""
 
-    max_tokens: int = Field(default=512, gt=0, description="Token budget of the passages returned.")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Token budget of the passages returned.")
     token_counter: Any = token_counter_field()
     min_score: float | None = min_score_field()
     _encoder: Any = PrivateAttr(default=None)

@@ -12,7 +12,7 @@ from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, Q
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.retrievers.lmk.filters import to_lmk_filter
 
-from lmk_rag.context import CONTEXT_DOCUMENTS, Passage, check_max_tokens, check_min_score
+from lmk_rag.context import CONTEXT_DOCUMENTS, DEFAULT_MAX_TOKENS, Passage, check_max_tokens, check_min_score
 from lmk_rag.encoding.inputs import check_int
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
@@ -154,7 +154,7 @@ class LMKRetriever(BaseRetriever):
         similarity_top_k: int = 4,
         *,
         mode: str = "context",
-        max_tokens: int = 512,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         token_counter: Callable[[str], int] | str | None = None,
         min_score: float | None = None,
         search_mode: SearchMode | None = None,

@@ -33,12 +33,12 @@ from llama_index.retrievers.lmk.base import (
 )
 from llama_index.retrievers.lmk.filters import to_lmk_filter
 
-from lmk_rag.context import CONTEXT_DOCUMENTS
+from lmk_rag.context import CONTEXT_DOCUMENTS, DEFAULT_MAX_TOKENS
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.framework_fields import min_score_field, token_counter_field
 from lmk_rag.index import MultiVectorIndex, SearchMode
 
-logger = logging.getLogger("lmk_rag")
+logger = logging.getLogger(__name__)
 
 
 class StoreEncodesEmbedding(BaseEmbedding):
@@ -91,7 +91,7 @@ class LMKVectorStore(BasePydanticVectorStore):
     mode: Literal["context", "passage"] = Field(
         default="context", description="The token-budgeted context, or each document's best passage."
     )
-    max_tokens: int = Field(default=512, gt=0, description="Token budget of the context (context mode).")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Token budget of the context (context mode).")
     token_counter: Any = token_counter_field()
     min_score: float | None = min_score_field()
     search_mode: SearchMode | None = Field(
