@@ -177,11 +177,8 @@ class LMKEncoder:
         self.layout = resolved["layout"]
         if self.layout not in LAYOUTS:
             raise InvalidInputError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
-        # PR #3642's earlier revisions laid texts out as lmk-rag does; only the current one keeps
-        # the tokenizer's final special token (and pools it).
-        self._final_landmark = self.layout == "sentence-transformers" and (
-            st is None or st.kind != "lmk-pr" or st.keeps_final_special
-        )
+        # PR #3642's layout keeps the tokenizer's final special token (and pools it).
+        self._final_landmark = self.layout == "sentence-transformers"
         if not isinstance(given.normalize, bool):
             raise InvalidTypeError(f"normalize must be a bool, got {type(given.normalize).__name__}")
         self.normalize = given.normalize

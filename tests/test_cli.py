@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from .cli_runner import run_cli as cli
@@ -191,34 +190,6 @@ def test_runs_over_time_never_lose_or_double_a_file(tmp_path, scheme):
     assert ids == sorted(
         (tmp_path / p / f).resolve().as_posix() for p in ("projA", "projB") for f in ("README.md", "sub/s.txt")
     )
-
-
-def test_an_index_with_the_old_relative_ids_is_moved_to_the_new_ones_without_reencoding(tmp_path, docs):
-    """Indexes written before ids were absolute paths: the first ingest moves each document to its
-    new id with its vectors (unchanged files are skipped, not encoded again); none is doubled."""
-    from lmk_rag import LMKEncoder
-    from lmk_rag.index import QdrantIndex
-    from lmk_rag.ingest import discover, read_for_ingest
-
-    encoder = LMKEncoder("sentence-transformers/all-MiniLM-L6-v2", device="cpu")
-    idx = QdrantIndex(tmp_path / "idx", encoder=encoder)
-    old = []
-    for _, path in discover([docs]).files:  # what the old ingest stored: the path relative to the folder
-        read = read_for_ingest("x", path, {})
-        read.metadata["source"] = str(path.absolute())  # what the old ingest recorded as the source
-        old.append((path.relative_to(docs).as_posix(), read))
-    idx.add([r.text for _, r in old], ids=[i for i, _ in old], metadatas=[r.metadata for _, r in old])
-    before = {d.id: v for d, v in idx.get_encoded(idx.ids())}
-    idx.close()
-    out = cli("ingest", str(docs), "--index", f"qdrant:{tmp_path / 'idx'}", "--no-progress")
-    assert "added 0, updated 0, skipped 6" in out.stdout, out.stdout + out.stderr
-    idx = QdrantIndex(tmp_path / "idx", encoder=encoder)
-    after = {d.id: v for d, v in idx.get_encoded(idx.ids())}
-    assert sorted(after) == sorted((docs / name).resolve().as_posix() for name in before)
-    for name, vectors in before.items():
-        moved = after[(docs / name).resolve().as_posix()]
-        assert np.array_equal(moved.vectors, vectors.vectors) and moved.spans == vectors.spans
-    idx.close()
 
 
 @pytest.mark.parametrize(

@@ -53,14 +53,7 @@ def write_json(path: Path, data) -> None:
 
 # ---------------------------------------------------------------- the PR's LMK format
 
-PR_REVISIONS = {
-    # current revision: landmark_interval; keeps the tokenizer's final [SEP] and pools it
-    "current": ({"landmark_interval": 16, "train_landmark_interval": [16, 32], "lmk_token_id": 102}, True),
-    # second revision: eval_/train_splitter_granularity; [CLS] c1 [LMK] ... cn [LMK]
-    "eval_splitter": ({"eval_splitter_granularity": 16, "train_splitter_granularity": [16, 64]}, False),
-    # first revision: splitter_type / splitter_granularity
-    "splitter": ({"splitter_type": "fixed", "splitter_granularity": 16}, False),
-}
+PR_KEYS = {"landmark_interval": 16, "train_landmark_interval": [16, 32], "lmk_token_id": 102}
 
 
 def pr_folder(tmp_path: Path, packaged_dir: Path, keys: dict, pooling: dict) -> Path:
@@ -79,10 +72,10 @@ def pr_folder(tmp_path: Path, packaged_dir: Path, keys: dict, pooling: dict) -> 
     return folder
 
 
-def pr_reference(model_dir: Path, text: str, k: int, keep_final: bool) -> np.ndarray:
+def pr_reference(model_dir: Path, text: str, k: int) -> np.ndarray:
     """The PR's encoding, written out by hand: the tokenizer's own [CLS] text [SEP], a landmark
-    inserted after every k content tokens, the final [SEP] kept (current revision) or not,
-    then the mean of the states at the landmark id, L2-normalised."""
+    inserted after every k content tokens, the final [SEP] kept, then the mean of the states at
+    the landmark id, L2-normalised."""
     from transformers import AutoModel, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -92,34 +85,40 @@ def pr_reference(model_dir: Path, text: str, k: int, keep_final: bool) -> np.nda
     body = []
     for i in range(0, len(content), k):
         body += content[i : i + k] + [tok.sep_token_id]
-    seq = [tok.cls_token_id] + body + ([tok.sep_token_id] if keep_final else [])
+    seq = [tok.cls_token_id] + body + [tok.sep_token_id]
     with torch.inference_mode():
         states = model(input_ids=torch.tensor([seq]), attention_mask=torch.ones(1, len(seq))).last_hidden_state[0]
     pooled = states[torch.tensor(seq) == tok.sep_token_id].mean(0)
     return torch.nn.functional.normalize(pooled, dim=-1).numpy()
 
 
-@pytest.mark.parametrize("revision", sorted(PR_REVISIONS))
 @pytest.mark.parametrize("pooling", [{"pooling_mode": "lmk"}, {"pooling_mode_lmk": True, "lmk_token_id": 102}])
-def test_pr_format_folder_loads_with_its_settings_and_layout(tmp_path, packaged_dir, bert_tokenizer, revision, pooling):
-    keys, keeps_final = PR_REVISIONS[revision]
-    folder = pr_folder(tmp_path, packaged_dir, keys, pooling)
+def test_pr_format_folder_loads_with_its_settings_and_layout(tmp_path, packaged_dir, bert_tokenizer, pooling):
+    folder = pr_folder(tmp_path, packaged_dir, PR_KEYS, pooling)
     ours = LMKEncoder(str(folder), device="cpu")
     assert (ours.pooling, ours.granularity, ours.max_length, ours.layout) == ("lmk", 16, 256, "lmk")
     assert ours.special.landmark_id == 102
     theirs = LMKEncoder(str(folder), device="cpu", layout="sentence-transformers")
     for n in (32, 37):  # a multiple of k and not
         text = text_of(bert_tokenizer, n)
-        reference = pr_reference(folder, text, 16, keeps_final)
+        reference = pr_reference(folder, text, 16)
         assert cosines(theirs.encode([text]), reference)[0] >= 0.9999
-        same_as_ours = cosines(ours.encode([text]), reference)[0]
-        # Our layout differs from the current revision's by its final [SEP] alone.
-        assert same_as_ours >= 0.9999 if not keeps_final else same_as_ours < 0.9999
+        # Our layout differs from the PR's by its final [SEP] alone.
+        assert cosines(ours.encode([text]), reference)[0] < 0.9999
         mv_ours, mv_theirs = ours.encode_multi([text])[0], theirs.encode_multi([text])[0]
-        assert len(mv_theirs) == len(mv_ours) + int(keeps_final)
-        if keeps_final:  # one more landmark, with an empty span at the end of the text
-            assert mv_theirs.spans[-1] == (len(text), len(text))
-            assert mv_theirs.spans[:-1] == mv_ours.spans
+        assert len(mv_theirs) == len(mv_ours) + 1
+        # one more landmark, with an empty span at the end of the text
+        assert mv_theirs.spans[-1] == (len(text), len(text))
+        assert mv_theirs.spans[:-1] == mv_ours.spans
+
+
+@pytest.mark.parametrize(
+    "keys", [{"eval_splitter_granularity": 16}, {"splitter_type": "fixed", "splitter_granularity": 16}]
+)
+def test_a_folder_in_a_draft_of_the_pr_format_is_refused_with_the_key_to_write(tmp_path, packaged_dir, keys):
+    folder = pr_folder(tmp_path, packaged_dir, keys, {"pooling_mode": "lmk"})
+    with pytest.raises(ModelLoadError, match=r"draft of the sentence-transformers LMK format.*'landmark_interval'"):
+        LMKEncoder(str(folder), device="cpu")
 
 
 def test_plain_sentence_transformers_folder_prompts_and_max_seq_length(tmp_path, packaged_dir):

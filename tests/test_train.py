@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from lmk_rag import LMKEncoder
-from lmk_rag.folders.models import RETIRED_ADAPTERS
 from lmk_rag.train import TrainConfig, Trainer, load_pairs, save_pairs
 from lmk_rag.train.data import Pair
 from lmk_rag.train.student import landmark_forward
@@ -367,26 +366,6 @@ def test_shipped_adapter_is_the_default_and_differs_from_the_base():
     assert np.isfinite(a).all() and not np.allclose(a, b, atol=1e-3)
     # the fingerprint's model name opens the same adapter again (indexes rely on it)
     assert LMKEncoder(SHIPPED_ADAPTER_NAME, device="cpu").model is default.model
-
-
-@pytest.mark.parametrize("retired", RETIRED_ADAPTERS)
-def test_retired_candidates_are_refused_by_name_and_load_from_their_research_folder(tmp_path, retired):
-    """Earlier candidates left the package (only the default ships): their names say where they went,
-    their folders still load, and an index they built is never mixed with the default's vectors."""
-    from lmk_rag.errors import IncompatibleIndexError, ModelLoadError
-    from lmk_rag.index.qdrant import QdrantIndex
-
-    with pytest.raises(ModelLoadError, match=r"no longer packaged.*research/models"):
-        LMKEncoder(retired, device="cpu")
-    folder = ROOT / "research" / "models" / retired.split("/")[1]
-    old, new = LMKEncoder(str(folder), device="cpu"), LMKEncoder(device="cpu")
-    assert old.fingerprint != new.fingerprint
-    assert not np.allclose(old.encode(["Tides follow the moon."]), new.encode(["Tides follow the moon."]), atol=1e-3)
-    index = QdrantIndex(tmp_path / "idx", encoder=old)
-    index.add(["Spring tides come at new and full moon."], ids=["tides"])
-    index.close()
-    with pytest.raises(IncompatibleIndexError):
-        QdrantIndex(tmp_path / "idx", encoder=new)
 
 
 def test_learning_rate_schedule_and_window_settings(tmp_path, tiny_bert_dir, text_folder):

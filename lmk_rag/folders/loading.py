@@ -39,7 +39,8 @@ def warn_untrained(model_name: str) -> None:
     _WARNED_UNTRAINED.add(model_name)
     logger.warning(
         "model %s has no LMK training, so pooling='lmk' reads landmark states it never learned to fill "
-        "(all-MiniLM-L6-v2 as it comes: 0.63 nDCG@10 on long pages, 0.87 trained); leave model unset for the "
+        "(all-MiniLM-L6-v2 as it comes ranks long pages far below the trained one: docs/results.md); "
+        "leave model unset for the "
         "packaged LMK model, use pooling='mean', or train one with `lmk-rag train`",
         model_name,
     )

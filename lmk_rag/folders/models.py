@@ -26,12 +26,6 @@ SHIPPED_ADAPTERS: dict[str, Path] = {
     "lmk-rag/all-MiniLM-L6-v2-lmk-v4": _TRAINED / "all-MiniLM-L6-v2-lmk-v4",
 }
 SHIPPED_ADAPTER_NAME = "lmk-rag/all-MiniLM-L6-v2-lmk-v4"
-# Earlier candidates, kept in the repository (research/models/) but not in the package.
-RETIRED_ADAPTERS = (
-    "lmk-rag/all-MiniLM-L6-v2-lmk",
-    "lmk-rag/all-MiniLM-L6-v2-lmk-v2",
-    "lmk-rag/all-MiniLM-L6-v2-lmk-v3",
-)
 SHIPPED_ADAPTER = SHIPPED_ADAPTERS[SHIPPED_ADAPTER_NAME]
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -64,12 +58,6 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> tuple[str, str]:
         return str(SHIPPED_ADAPTERS[name]), name
     if model is None or model == DEFAULT_MODEL:
         return str(packaged_model_path()), DEFAULT_MODEL
-    if model in RETIRED_ADAPTERS:
-        raise ModelLoadError(
-            f"model {model!r} is an earlier lmk-rag candidate that is no longer packaged; use the default "
-            f"({SHIPPED_ADAPTER_NAME}, leave model unset) and rebuild the index, or pass the folder of that "
-            "model from the lmk-rag repository (research/models/) as model="
-        )
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidTypeError(f"model must be a local folder or a hub id (str), got {type(model).__name__}")
     path = Path(model).expanduser()

@@ -7,9 +7,7 @@ Three kinds are understood, all from their JSON files alone (no code in the fold
   ``max_seq_length`` (window length). Their ``Pooling`` mode is recorded but not imposed:
   LMKEncoder pools landmarks unless ``pooling=`` says otherwise;
 - the LMK format of sentence-transformers PR #3642 (``LandmarkTransformer`` + ``Pooling`` with
-  ``pooling_mode="lmk"``), every revision's key names: ``landmark_interval`` /
-  ``train_landmark_interval`` / ``lmk_token_id`` (current), ``eval_splitter_granularity`` /
-  ``train_splitter_granularity`` and ``splitter_type`` / ``splitter_granularity`` (earlier);
+  ``pooling_mode="lmk"``; ``landmark_interval`` / ``train_landmark_interval`` / ``lmk_token_id``);
 - folders written by ``LMKEncoder.save(format="sentence-transformers")`` (``LMKTransformer`` +
   ``LMKPooling``, see :mod:`lmk_rag.export.lmk_sentence_transformers`).
 """
@@ -30,9 +28,9 @@ ST_CONFIG = "config_sentence_transformers.json"
 TRANSFORMER_CONFIG = "sentence_bert_config.json"
 # Prompt names read as the document prefix, in order of preference.
 DOCUMENT_PROMPTS = ("document", "passage", "corpus", "doc")
-# Current PR key names, then the earlier revisions' aliases, for the inference-time k.
-INTERVAL_KEYS = ("landmark_interval", "eval_splitter_granularity", "splitter_granularity")
-TRAIN_INTERVAL_KEYS = ("train_landmark_interval", "train_splitter_granularity")
+# The PR's keys for the inference-time and training k; keys its unreleased drafts used instead are refused.
+INTERVAL_KEY, TRAIN_INTERVAL_KEY = "landmark_interval", "train_landmark_interval"
+DRAFT_KEYS = ("eval_splitter_granularity", "train_splitter_granularity", "splitter_type", "splitter_granularity")
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,6 @@ class STFolder:
     granularity: int | list[int] | None  # inference-time k (LMK formats only)
     train_granularity: int | list[int] | None
     landmark_token_id: int | None
-    keeps_final_special: bool  # the format pools the tokenizer's own final [SEP] as a landmark
     landmark_weights: str | None = None  # "tokens" when lmk-rag's LMKPooling weighs landmarks by tokens
     # lmk-rag's own window for long texts (its exports; sentence-transformers truncates at max_seq_length).
     window_length: int | None = None
@@ -81,9 +78,12 @@ def read_st_folder(path: str | Path) -> STFolder:
         )
     model_dir = _module_dir(folder, input_module)
     transformer = _read_json(model_dir / TRANSFORMER_CONFIG, default={})
-    for nested in ("config_args", "config_kwargs"):  # the PR's first revision read its keys from there
-        if isinstance(transformer.get(nested), dict):
-            transformer = {**transformer[nested], **transformer}
+    drafts = [key for key in DRAFT_KEYS if key in transformer]
+    if drafts:
+        raise ModelLoadError(
+            f"{model_dir / TRANSFORMER_CONFIG} uses {drafts}, keys of a draft of the sentence-transformers LMK "
+            f"format; write {INTERVAL_KEY!r} (and {TRAIN_INTERVAL_KEY!r}) instead"
+        )
     if transformer.get("do_lower_case"):
         raise ModelLoadError(
             f"{model_dir / TRANSFORMER_CONFIG} sets do_lower_case=true: LMKEncoder keeps character offsets into the "
@@ -112,12 +112,9 @@ def read_st_folder(path: str | Path) -> STFolder:
         document_prefix=next((prompts[name] for name in DOCUMENT_PROMPTS if name in prompts), None),
         pooling="lmk" if kind != "plain" else pooling,
         normalize=pooling_config.get("normalize", any(_class_name(m) == "Normalize" for m in modules)),
-        granularity=_first(transformer, INTERVAL_KEYS) if kind != "plain" else None,
-        train_granularity=_first(transformer, TRAIN_INTERVAL_KEYS) if kind != "plain" else None,
+        granularity=_interval(transformer, INTERVAL_KEY) if kind != "plain" else None,
+        train_granularity=_interval(transformer, TRAIN_INTERVAL_KEY) if kind != "plain" else None,
         landmark_token_id=lmk_id if isinstance(lmk_id, int) else None,
-        # Only the current PR revision (landmark_interval) keeps the tokenizer's final special token;
-        # the earlier ones lay texts out as [CLS] c1 [LMK] ... cn [LMK], as lmk-rag does.
-        keeps_final_special=kind == "lmk-pr" and not any(k in transformer for k in INTERVAL_KEYS[1:]),
         landmark_weights=weights if kind == "lmk-rag" and weights in LANDMARK_WEIGHTS else None,
         window_length=_positive_int(transformer.get("lmk_window_length")) if kind == "lmk-rag" else None,
         window_overlap=_non_negative_int(transformer.get("lmk_window_overlap")) if kind == "lmk-rag" else None,
@@ -147,17 +144,16 @@ def _pooling_mode(config: dict[str, Any]) -> str | None:
     return next((name for key, name in flags.items() if config.get(key)), None)
 
 
-def _first(config: dict[str, Any], keys: tuple[str, ...]) -> int | list[int] | None:
-    """The first key present, validated as a positive int or a non-empty list of them."""
-    for key in keys:
-        if key in config and config[key] is not None:
-            value = config[key]
-            ok_int = is_int_in(value, 1)
-            ok_list = isinstance(value, list) and value and all(is_int_in(v, 1) for v in value)
-            if not (ok_int or ok_list):
-                raise ModelLoadError(f"{key}={value!r} in the model folder must be a positive int or a list of them")
-            return list(value) if isinstance(value, list) else int(value)
-    return None
+def _interval(config: dict[str, Any], key: str) -> int | list[int] | None:
+    """``config[key]`` validated as a positive int or a non-empty list of them (None when unset)."""
+    value = config.get(key)
+    if value is None:
+        return None
+    ok_int = is_int_in(value, 1)
+    ok_list = isinstance(value, list) and value and all(is_int_in(v, 1) for v in value)
+    if not (ok_int or ok_list):
+        raise ModelLoadError(f"{key}={value!r} in the model folder must be a positive int or a list of them")
+    return list(value) if isinstance(value, list) else int(value)
 
 
 def _positive_int(value: Any) -> int | None:

@@ -367,8 +367,7 @@ class ChromaIndex(MultiVectorIndex):
             spans = [(int(a), int(b)) for a, b in json.loads(meta["_lmk_spans"])]
             vectors = per_doc[doc_id]
             doc = StoredDocument(doc_id, text, json.loads(meta["_lmk_meta"]), spans)
-            # Token counts are kept since copies became possible; older rows have none (0).
-            tokens = int(meta.get("_lmk_tokens", 0))
+            tokens = int(meta["_lmk_tokens"])
             out.append((doc, MultiVector(np.asarray(pooled, dtype=np.float32), vectors, spans, tokens)))
         return out
 

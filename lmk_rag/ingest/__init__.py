@@ -5,7 +5,7 @@ executor (``ray``)."""
 from .discovery import DEFAULT_MAX_FILE_MB, Discovery, discover, document_id
 from .html import HTMLText, html_main_text
 from .pdf import PDFText, pdf_text
-from .pipeline import IngestSummary, ReadFile, adopt_legacy_ids, ingest, prune_vanished, read_for_ingest
+from .pipeline import IngestSummary, ReadFile, ingest, prune_vanished, read_for_ingest
 from .readers import BINARY_SUFFIXES, HTML_SUFFIXES, TEXT_SUFFIXES, NotText, ReadText, read_document
 from .text import DecodedText, decode_text
 
@@ -22,7 +22,6 @@ __all__ = [
     "PDFText",
     "ReadFile",
     "ReadText",
-    "adopt_legacy_ids",
     "decode_text",
     "discover",
     "document_id",

@@ -2,9 +2,7 @@
 
 A document's id is its file's absolute path, links resolved: two runs over different folders
 never share an id (each project's README.md stays), a folder and its subfolder, or a file and a
-link to it, give one document, and the id does not depend on where the command runs. Documents
-an older lmk-rag stored under the path relative to the folder given are moved to the new id, with
-their vectors, the first time their file is ingested again (:func:`adopt_legacy_ids`). A SHA-256
+link to it, give one document, and the id does not depend on where the command runs. A SHA-256
 of a file's bytes, kept in metadata, lets a re-run skip unchanged files. Documents are written in
 small batches, each document atomically (one Qdrant point; a Chroma generation), so a run that is
 killed and started again ends with every document in the index exactly once. Symbolic links that
@@ -88,35 +86,6 @@ class IngestSummary:
             else:
                 out += [f"  ignored {path}: {reason}" for path in paths]
         return out
-
-
-def adopt_legacy_ids(index: MultiVectorIndex, files: Sequence[tuple[str, Path]]) -> int:
-    """Move the documents of ``files`` that an older lmk-rag stored under another id (the path
-    relative to the folder given; found by their recorded ``source``) to the file's id, vectors
-    and all, so that nothing is re-encoded, lost or kept twice; returns how many moved."""
-    sources: dict[str, str] = {}
-    for doc_id, path in files:
-        sources[str(path.absolute())] = doc_id
-        sources[str(path.resolve())] = doc_id
-    moved = 0
-    names = list(sources)
-    for start in range(0, len(names), 256):
-        wanted = {sources[s] for s in names[start : start + 256]}
-        stored = index.ids({"source": {"$in": names[start : start + 256]}})
-        legacy = [i for i in stored if i not in wanted]
-        if not legacy:
-            continue
-        existing = {d.id for d in index.get(sorted(wanted))}
-        for doc, multi in index.get_encoded(legacy):
-            new_id = sources[doc.metadata["source"]]
-            if new_id not in existing:  # otherwise the file is stored under its id already: drop the copy
-                index.add_encoded([multi], [doc.text], ids=[new_id], metadatas=[doc.metadata])
-                existing.add(new_id)
-            index.delete([doc.id])
-            moved += 1
-    if moved:
-        logger.info("moved %d documents from the ids of an older lmk-rag (paths relative to a folder)", moved)
-    return moved
 
 
 @dataclass
@@ -285,7 +254,6 @@ def ingest(
     )
     files = found.files
     summary.ignored.update(found.ignored)
-    adopt_legacy_ids(index, files)
     known = stored_digests(index, [i for i, _ in files])
     pending: list[ReadFile] = []
 

@@ -34,7 +34,6 @@ from .discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb, discover
 from .pipeline import (
     IngestSummary,
     ReadFile,
-    adopt_legacy_ids,
     encode_files,
     prune_vanished,
     read_for_ingest,
@@ -211,7 +210,6 @@ def ingest_with_ray(
         exclude=exclude,
     )
     summary.ignored.update(found.ignored)
-    adopt_legacy_ids(index, found.files)
     known = stored_digests(index, [i for i, _ in found.files])
     if found.files:
         connect(address)

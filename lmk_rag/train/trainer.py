@@ -141,8 +141,8 @@ class Trainer:
 
     # ---------------------------------------------------------------- losses
     def _autocast(self) -> AbstractContextManager[Any]:
-        """bf16 autocast when asked: 1.3-1.6x faster steps on a CPU with AVX512-BF16
-        (benchmarks/bench_train.py), and on GPUs."""
+        """bf16 autocast when asked: faster steps on GPUs and on CPUs with AVX512-BF16 or AMX
+        (docs/results.md)."""
         return torch.autocast(
             device_type=torch.device(self.enc.device).type, dtype=torch.bfloat16, enabled=self.config.bf16
         )

@@ -16,9 +16,8 @@ Beside the collection, a **landmark index**: one point per landmark (vector ``lm
 ``doc``, its document's point id), in a second shard (embedded) or collection (server). A query
 is one vector, so a document's MaxSim is its best landmark's score: the best landmarks through
 the graph name the documents that rank first (their scores are their MaxSim, unless quantized:
-then exact MaxSim over the collection scores them). ``benchmarks/bench_index.py``: recall@10
-against exact MaxSim 0.992 at 10k and 0.952 at 100k documents, where the best pooled vectors
-reached 0.92-0.95 (``research/scripts/landmark_hnsw_probe.py`` compares the candidate stages).
+then exact MaxSim over the collection scores them). It finds the exact MaxSim top 10 more often
+than pooled vectors do (docs/results.md, "Where the defaults come from").
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ from ..hits import StoredDocument
 
 POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
 QUANTIZATIONS = ("int8", "binary")
-# Quantized candidates rescored with the original vectors, per result: recall@10 of exact MaxSim on
-# real LMK vectors (2,000 documents) was 1.00 for int8 at 2x, 0.98 for binary at 16x (0.54 at 1x).
+# Quantized candidates rescored with the original vectors, oversampled per result as much as keeps
+# recall@10 of exact MaxSim (docs/results.md, "Where the defaults come from").
 OVERSAMPLING = {"int8": 2.0, "binary": 16.0}
 _NAMESPACE = uuid.UUID("6c6d6b2d-7261-6700-8000-000000000001")
 # BM25 with the engine's defaults (k=1.2, b=0.75, English stemming and stopwords) and an average
@@ -54,9 +53,8 @@ LANDMARK_HNSW_M, LANDMARK_EF_CONSTRUCT = 16, 100
 
 def landmark_search(limit: int) -> tuple[int, int]:
     """(landmarks fetched, HNSW ef) for ``limit`` candidate documents: 3 landmarks per document wanted
-    (a document's several good landmarks take several places), at least 64, and ef >= 256. Chosen on
-    the benchmark's vectors (train-domain sections, jittered copies to 100k): 50 landmarks at ef 256
-    gave recall@10 0.972 at 100k documents, ef 128 0.933."""
+    (a document's several good landmarks take several places), at least 64, and ef >= 256: chosen
+    on the benchmark's vectors (docs/results.md, "Where the defaults come from")."""
     fetched = max(64, 3 * limit)
     return fetched, max(256, fetched)
 
@@ -96,9 +94,8 @@ def check_quantization(quantization: str | None) -> str | None:
 
 def default_prefetch_limit(k: int, n_docs: int) -> int:
     """Pooled candidates to rerank for the k best: 5 sqrt(n), never below 10 k or
-    :data:`MIN_PREFETCH`. Set from ``benchmarks/bench_index.py`` on real LMK vectors: recall@10
-    against exact MaxSim was 0.955 at 1k documents with 100 candidates, 0.963 at 10k with 400,
-    0.957 at 100k with 1,600 (5 sqrt(n) = 158, 500, 1,581)."""
+    :data:`MIN_PREFETCH`: recall@10 against exact MaxSim stays near 0.96 from 1k to 100k documents
+    (docs/results.md, "Where the defaults come from")."""
     return max(MIN_PREFETCH, 10 * k, int(5 * math.sqrt(max(n_docs, 0))))
 
 
