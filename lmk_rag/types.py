@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .errors import InvalidInputError
+
+#: A metadata value as every store keeps it: flat and JSON-serialisable.
+MetadataValue = str | int | float | bool | None
+#: A document's metadata (keys and values checked by the index: ``check_metadata``).
+Metadata = dict[str, MetadataValue]
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,9 @@ class Fingerprint:
     weights: str | None = None
     # The backend, where it changes the vectors ("onnx-int8"); None for PyTorch and fp32 exports.
     backend: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The fingerprint as a plain dict (what an index stores)."""
         return asdict(self)
 
@@ -80,9 +86,9 @@ class Fingerprint:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
+    def from_dict(cls, data: Mapping[str, object]) -> Fingerprint:
         """A fingerprint from a stored dict; keys this version does not know are ignored."""
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known: dict[str, Any] = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         if isinstance(known.get("granularity"), list):
             known["granularity"] = list(known["granularity"])
         return cls(**known)
@@ -97,7 +103,8 @@ class Fingerprint:
         ]
 
     def encoder_settings(self) -> dict[str, Any]:
-        """The encoder settings that rebuild an encoder matching this fingerprint."""
+        """The keyword arguments of :class:`~lmk_rag.LMKEncoder` that rebuild an encoder matching
+        this fingerprint."""
         from .encoding.settings import EncoderSettings
 
         names = set(EncoderSettings.names("fingerprint")) | {"landmark_token_id"}
@@ -107,7 +114,7 @@ class Fingerprint:
         return settings
 
 
-def _norm(value: Any) -> Any:
+def _norm(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -130,7 +137,7 @@ class PageMap:
         return json.dumps([[s, label] for s, label in zip(self.starts, self.labels)], separators=(",", ":"))
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> PageMap | None:
+    def from_metadata(cls, metadata: Mapping[str, object]) -> PageMap | None:
         """The map a document's metadata holds; None for documents without pages (or a value
         that is not a page map, e.g. a user's own ``page_map`` key)."""
         value = metadata.get(PAGE_MAP_KEY)
@@ -155,13 +162,13 @@ class PageMap:
         return self.labels[page - 1]
 
 
-def pages_of(metadata: dict[str, Any], span: tuple[int, int]) -> tuple[int, ...]:
+def pages_of(metadata: Mapping[str, object], span: tuple[int, int]) -> tuple[int, ...]:
     """The pages (from 1) a span of a document lies on; () when the document has no page map."""
     page_map = PageMap.from_metadata(metadata)
     return page_map.pages(span) if page_map is not None else ()
 
 
-def page_labels_of(metadata: dict[str, Any], span: tuple[int, int]) -> tuple[str, ...]:
+def page_labels_of(metadata: Mapping[str, object], span: tuple[int, int]) -> tuple[str, ...]:
     """The printed labels of the pages a span lies on; () when the document has no page map."""
     page_map = PageMap.from_metadata(metadata)
     return tuple(page_map.label(p) for p in page_map.pages(span)) if page_map is not None else ()
@@ -171,7 +178,7 @@ class PagedSpan:
     """The pages of a span of a document: :attr:`pages` and :attr:`page_labels` for whatever
     carries the document's ``metadata`` and a character ``span`` of it (a hit, a context passage)."""
 
-    metadata: dict[str, Any]
+    metadata: Metadata
     span: tuple[int, int]
 
     @property
@@ -186,7 +193,7 @@ class PagedSpan:
         return page_labels_of(self.metadata, self.span)
 
 
-def page_fields(metadata: dict[str, Any], span: tuple[int, int]) -> dict[str, int | str]:
+def page_fields(metadata: Mapping[str, object], span: tuple[int, int]) -> dict[str, int | str]:
     """The page of a span in the frameworks' words: ``page`` counted from 0 (LangChain's PDF
     loaders), ``page_label`` as printed (LlamaIndex's PDF reader); empty for documents without pages."""
     page_map = PageMap.from_metadata(metadata)

@@ -91,10 +91,11 @@ def run_info(args: argparse.Namespace) -> int:
 
     index = open_index_of(args, must_exist=True)
     try:
-        data = {
+        fingerprint = index.encoder.fingerprint.to_dict()
+        data: dict[str, object] = {
             "index": redact_uri(args.index),
             "documents": len(index),
-            "fingerprint": index.encoder.fingerprint.to_dict(),
+            "fingerprint": fingerprint,
         }
         store = getattr(index, "store", None)  # Qdrant: the landmark index beside the documents
         if store is not None and hasattr(store, "landmark_count"):
@@ -105,6 +106,6 @@ def run_info(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(f"index: {data['index']}\ndocuments: {data['documents']}")
-        for key, value in data["fingerprint"].items():
+        for key, value in fingerprint.items():
             print(f"{key}: {value}")
     return 0

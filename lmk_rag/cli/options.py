@@ -9,11 +9,15 @@ import dataclasses
 import logging
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..encoding.settings import EncoderSettings, setting_fields
 from ..errors import IndexNotFoundError, LMKError
 from ..index.redact import redact_uri
+
+if TYPE_CHECKING:
+    from ..index.base import MultiVectorIndex
+    from ..index.filters import FilterArg
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +97,7 @@ def encoder_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def json_filter(text: str) -> Any:
+def json_filter(text: str) -> FilterArg:
     """``--filter``: a JSON object, checked before any model loads."""
     import json
 
@@ -107,7 +111,7 @@ def json_filter(text: str) -> Any:
         parse_filter(where)
     except LMKError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
-    return where
+    return cast("FilterArg", where)  # parse_filter checked it
 
 
 def package_version() -> str:
@@ -141,7 +145,7 @@ def add_index_options(p: argparse.ArgumentParser, *, runtime_only: bool = False)
     add_encoder_options(p, runtime_only=runtime_only)
 
 
-def open_index_of(args: argparse.Namespace, must_exist: bool) -> Any:
+def open_index_of(args: argparse.Namespace, must_exist: bool) -> MultiVectorIndex:
     """Open the index with the encoder it records (options given on the command line override)."""
     from ..encoder import LMKEncoder
     from ..index.uri import open_index, parse_index_uri, read_fingerprint

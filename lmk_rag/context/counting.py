@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,15 +11,18 @@ from ..encoding.inputs import check_int, is_int_in
 from ..encoding.tokenization import load_token_counter
 from ..errors import InvalidInputError, InvalidTypeError
 
+if TYPE_CHECKING:
+    from ..encoder import LMKEncoder
+
 BatchCounter = Callable[[list[str]], list[int]]
 
 
-def check_max_tokens(max_tokens: Any) -> int:
+def check_max_tokens(max_tokens: object) -> int:
     """``max_tokens`` if it is a positive int (a token budget), else an error naming it."""
     return check_int("max_tokens", max_tokens, what=" (a token budget)")
 
 
-def user_counter(counter: Any) -> BatchCounter:
+def user_counter(counter: object) -> BatchCounter:
     """A user's ``str -> int`` token counter as a batch counter whose failures name the counter."""
     if not callable(counter):
         raise InvalidTypeError(f"token_counter must be a callable str -> int, got {type(counter).__name__}")
@@ -42,7 +45,7 @@ def user_counter(counter: Any) -> BatchCounter:
     return count
 
 
-def token_counter_of(encoder: Any, token_counter: Callable[[str], int] | str | None) -> BatchCounter:
+def token_counter_of(encoder: LMKEncoder, token_counter: Callable[[str], int] | str | None) -> BatchCounter:
     """The budget's counter: the user's ``str -> int`` (checked, see :func:`user_counter`) or the
     tokenizer it names (a folder with ``tokenizer.json``), else the encoder's (``count_tokens``)."""
     if isinstance(token_counter, str):

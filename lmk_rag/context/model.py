@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..encoding.inputs import check_int, check_number
-from ..types import PagedSpan
+from ..types import Metadata, PagedSpan
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Candidate(Protocol):
         """The document's whole text."""
 
     @property
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> Metadata:
         """The document's metadata, returned with its passages."""
 
     @property

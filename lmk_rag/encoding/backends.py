@@ -44,7 +44,7 @@ EXPORT_RECIPE = "opset17-eager-ortfused-int8-per-channel"
 HiddenStates = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def check_backend(backend: Any, quantize: Any) -> tuple[str, str | None]:
+def check_backend(backend: object, quantize: object) -> tuple[str, str | None]:
     """The backend and quantization checked: a known backend, int8 only on an exported model."""
     if backend not in BACKENDS:
         raise InvalidInputError(f"backend must be one of {BACKENDS}, got {backend!r}")

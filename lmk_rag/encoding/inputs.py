@@ -17,7 +17,7 @@ from ..errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
 logger = logging.getLogger(__name__)
 
 
-def check_texts(texts: Any, name: str = "texts") -> list[str]:
+def check_texts(texts: object, name: str = "texts") -> list[str]:
     """A list of str, or a clear TypeError naming what was passed. Unordered or keyed
     containers (set, dict) are refused: their order, or what would be encoded, is not obvious."""
     if texts is None:
@@ -53,7 +53,7 @@ def find_unencodable(texts: Sequence[str], name: str = "texts") -> InvalidInputE
     return None
 
 
-def check_granularity(granularity: Any) -> int | str | list[int] | None:
+def check_granularity(granularity: object) -> int | str | list[int] | None:
     """int k > 0, 'sentence', None (no inner landmarks), or a list of k for variable granularity."""
     allowed = "a positive int k, 'sentence', None, or a list of positive ints (variable k)"
     if granularity is None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from .runner import EvalRow
 from .significance import PairedComparison
@@ -207,7 +206,7 @@ def write_report(
     out_dir: str | Path,
     title: str = "lmk-rag eval",
     command: str | None = None,
-    settings: dict[str, Any] | None = None,
+    settings: Mapping[str, object] | None = None,
     comparisons: Sequence[PairedComparison] = (),
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and the plots into ``out_dir``; returns their paths."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -31,7 +30,7 @@ class EvalRow:
         """Document tokens encoded per second."""
         return self.tokens / self.encode_seconds if self.encode_seconds > 0 else float("inf")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The row as a JSON-ready dict (with tokens per second)."""
         d = asdict(self)
         d["tokens_per_second"] = self.tokens_per_second

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 
@@ -38,7 +37,7 @@ class PairedComparison:
     ci_high: float
     p_value: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The comparison as a JSON-ready dict."""
         return asdict(self)
 

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from ..encoder import LMKEncoder
 from ..encoding.inputs import check_int, check_k, check_texts, refuse_renamed
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
 from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule
-from ..types import Fingerprint, MultiVector
+from ..types import Fingerprint, Metadata, MultiVector
 from .filters import (
     FILTER_EXAMPLE,
     METADATA_KEY_RULE,
@@ -51,7 +51,7 @@ HYBRID_BACKENDS = "QdrantIndex (embedded qdrant:PATH, a server via url=, or memo
 _ALLOWED_META = (str, int, float, bool)
 
 
-def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> list[dict[str, Any]]:
+def check_metadata(metadatas: Sequence[Mapping[str, object]] | None, n: int) -> list[Metadata]:
     """One metadata dict per text, checked: keys every backend keeps, flat finite values; None gives empty dicts."""
     if metadatas is None:
         return [{} for _ in range(n)]
@@ -75,11 +75,11 @@ def check_metadata(metadatas: Sequence[Mapping[str, Any]] | None, n: int) -> lis
                 raise InvalidInputError(f"metadatas[{i}][{key!r}] is {value}: stores keep JSON, give a finite number")
             if isinstance(value, int):
                 check_int_range(value, f"metadatas[{i}][{key!r}]")
-        out.append(dict(meta))
+        out.append(cast(Metadata, dict(meta)))  # every value checked above
     return out
 
 
-def id_list(ids: Any, name: str = "ids") -> list[str]:
+def id_list(ids: object, name: str = "ids") -> list[str]:
     """A list of non-empty str from any iterable of ids; a bare str is refused, not split into characters."""
     if isinstance(ids, (str, bytes)):
         raise InvalidTypeError(f"{name} must be a list of str, got a bare {type(ids).__name__}; wrap it: [{ids!r}]")
@@ -168,7 +168,7 @@ class MultiVectorIndex(ABC):
         self,
         texts: Sequence[str],
         ids: Sequence[str] | None = None,
-        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        metadatas: Sequence[Mapping[str, object]] | None = None,
     ) -> list[str]:
         """Encode and store; an id that exists is replaced with all its landmarks."""
         items = check_texts(texts)
@@ -186,7 +186,7 @@ class MultiVectorIndex(ABC):
         multis: Sequence[MultiVector],
         texts: Sequence[str],
         ids: Sequence[str] | None = None,
-        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        metadatas: Sequence[Mapping[str, object]] | None = None,
     ) -> list[str]:
         """Store documents already encoded by this index's encoder (e.g. encoded elsewhere in bulk)."""
         items = check_texts(texts)

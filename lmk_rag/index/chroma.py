@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..encoder import LMKEncoder
-from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
+from ..errors import IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
 from .base import MultiVectorIndex, SearchMode
 from .filters import NativeFilter, ParsedFilter, to_chroma_where
@@ -123,9 +123,12 @@ def stored_fingerprint(
         raise unavailable(exc, where, opening=True) from exc
 
 
-def fingerprint_in(meta: Any) -> Fingerprint | None:
+def fingerprint_in(meta: object) -> Fingerprint | None:
     """The fingerprint row of a ``<name>__lmk_meta`` collection, or None where there is none yet."""
-    found = meta.get(ids=["fingerprint"], include=["metadatas"])
+    get = getattr(meta, "get", None)
+    if not callable(get):
+        raise InvalidTypeError(f"expected a Chroma collection, got {type(meta).__name__}")
+    found = get(ids=["fingerprint"], include=["metadatas"])
     if not found["ids"] or not found["metadatas"]:
         return None
     return Fingerprint.from_dict(json.loads(str(found["metadatas"][0]["json"])))

@@ -23,9 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from ..errors import InvalidInputError, InvalidTypeError
+
+if TYPE_CHECKING:
+    from qdrant_client.http.models import Filter as QdrantFilter
 
 Scalar = str | int | float | bool
 ValueKind = Literal["bool", "number", "str"]
@@ -70,12 +73,13 @@ class NativeFilter:
     """A backend's own filter object, passed through untouched (``backend`` names who can run it)."""
 
     backend: Literal["qdrant"]
-    value: Any
+    value: QdrantFilter
 
 
 FilterNode = Condition | Junction
-# What a search accepts: a dict filter, or a backend's own filter object (Qdrant's models.Filter).
-FilterArg = Mapping[str, Any] | Any
+#: What a search accepts: a dict filter (checked by :func:`parse_filter`), a Qdrant ``models.Filter``
+#: (Qdrant indexes), or None for no filter.
+FilterArg: TypeAlias = "Mapping[str, object] | QdrantFilter | None"
 ParsedFilter = FilterNode | NativeFilter | None
 
 
@@ -101,7 +105,7 @@ def parse_filter(where: object) -> ParsedFilter:
     if where is None:
         return None
     if _is_qdrant_filter(where):
-        return NativeFilter("qdrant", where)
+        return NativeFilter("qdrant", where)  # type: ignore[arg-type]  # its class checked by name: the module is optional
     if not isinstance(where, Mapping):
         raise InvalidTypeError(
             f"filter must be a dict such as {FILTER_EXAMPLE} (or a Qdrant models.Filter on a Qdrant index), "

@@ -19,6 +19,7 @@ from ..errors import (
 )
 from ..passages import DEFAULT_PASSAGE_RULE
 from .base import SearchMode, check_ids, check_metadata, id_list
+from .filters import FilterArg
 from .hits import Hit, StoredDocument
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class RemoteIndex:
         query: str,
         k: int = 4,
         *,
-        filter: Mapping[str, object] | None = None,
+        filter: FilterArg = None,
         mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
@@ -100,7 +101,7 @@ class RemoteIndex:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         *,
         k: int | None = None,
-        filter: Mapping[str, object] | None = None,
+        filter: FilterArg = None,
         mode: SearchMode | None = None,
         token_counter: object = None,
         min_score: float | None = None,
@@ -128,7 +129,7 @@ class RemoteIndex:
         self,
         texts: Sequence[str],
         ids: Sequence[str] | None = None,
-        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        metadatas: Sequence[Mapping[str, object]] | None = None,
     ) -> list[str]:
         """Store whole documents on the server (an existing id is replaced); their ids."""
         items = check_texts(texts)

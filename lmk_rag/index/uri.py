@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlparse
 
 from ..errors import IndexUnavailableError, InvalidInputError
 from ..types import Fingerprint
 from .redact import redact_uri
+
+if TYPE_CHECKING:
+    from ..encoder import LMKEncoder
+    from .base import MultiVectorIndex
 
 URI_HELP = "qdrant:PATH, qdrant+http(s)://host:port, chroma:PATH or chroma+http(s)://host:port"
 
@@ -100,9 +104,10 @@ def parse_index_uri(uri: str) -> IndexURI:
     return IndexURI("qdrant", path=uri)
 
 
-def open_index(uri: IndexURI, encoder: Any, *, quantization: str | None = None) -> Any:
+def open_index(uri: IndexURI, encoder: LMKEncoder | None, *, quantization: str | None = None) -> MultiVectorIndex:
     """The index a URI names; ``quantization`` applies to Qdrant collections created now."""
-    from . import ChromaIndex, QdrantIndex
+    from .chroma import ChromaIndex
+    from .qdrant import QdrantIndex
 
     if uri.backend == "qdrant":
         api_key = os.environ.get("QDRANT_API_KEY") or None

@@ -20,13 +20,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..encoding.inputs import check_int
 from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, ReadOnlyIndexError
 from ..index.base import MultiVectorIndex
+from ..types import MultiVector
 from .discovery import DEFAULT_MAX_FILE_MB, _under, check_max_file_mb, discover
 from .readers import NotText, read_document
+
+if TYPE_CHECKING:
+    from ..encoder import LMKEncoder
 
 logger = logging.getLogger(__name__)
 #: More files than this passed over for one reason are printed as one line (``--json`` lists each).
@@ -50,7 +54,7 @@ class IngestSummary:
     #: Ray nodes whose actors read and encoded files (``--ray`` only): shows a cluster was used.
     ray_nodes: set[str] = field(default_factory=set)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The summary as JSON-serialisable data (``lmk-rag ingest --json``)."""
         return {
             "added": self.added,
@@ -154,19 +158,23 @@ def _reason(exc: BaseException) -> str:
 
 
 def encode_files(
-    encoder: Any, files: Sequence[ReadFile], show_progress: bool = False
-) -> tuple[list[Any], dict[str, str]]:
-    """(MultiVector per file, {id: reason} for files that could not be encoded). The batch is encoded
+    encoder: LMKEncoder, files: Sequence[ReadFile], show_progress: bool = False
+) -> tuple[list[MultiVector | None], dict[str, str]]:
+    """(MultiVector per file, None where it failed; {id: reason} for those files). The batch is encoded
     at once; if that fails, each file alone, so one bad file fails alone."""
     if not files:
         return [], {}
     try:
-        return list(encoder.encode_multi([f.text for f in files], show_progress=show_progress)), {}
+        whole: list[MultiVector | None] = list(
+            encoder.encode_multi([f.text for f in files], show_progress=show_progress)
+        )
+        return whole, {}
     except MemoryError:
         raise
     except Exception:  # noqa: BLE001 - any failure: find the file(s) that cause it, one by one
         logger.warning("encoding a batch of %d files failed; encoding them one by one", len(files))
-    encoded, failed = [], {}
+    encoded: list[MultiVector | None] = []
+    failed: dict[str, str] = {}
     for f in files:
         try:
             encoded.extend(encoder.encode_multi([f.text], show_progress=False))
@@ -177,7 +185,7 @@ def encode_files(
 
 
 def write_files(
-    index: MultiVectorIndex, files: Sequence[ReadFile], multis: Sequence[Any], *, attempts: int = 3
+    index: MultiVectorIndex, files: Sequence[ReadFile], multis: Sequence[MultiVector | None], *, attempts: int = 3
 ) -> dict[str, str]:
     """Write encoded files, each document atomically; a batch that fails is retried ``attempts``
     times, then each document alone (retried the same), so the failures are known per file.
@@ -208,7 +216,9 @@ def write_files(
     return failed
 
 
-def tally(summary: IngestSummary, files: Sequence[ReadFile], multis: Sequence[Any], failed: Mapping[str, str]) -> None:
+def tally(
+    summary: IngestSummary, files: Sequence[ReadFile], multis: Sequence[MultiVector | None], failed: Mapping[str, str]
+) -> None:
     """Count a written batch into ``summary`` (failures by file, with their reasons)."""
     for f, mv in zip(files, multis):
         if f.id in failed:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from .pipeline import (
     tally,
     write_files,
 )
+
+if TYPE_CHECKING:
+    from ..encoder import LMKEncoder
 
 logger = logging.getLogger(__name__)
 #: Calls each actor gets at least (when there are enough files), for an even finish.
@@ -74,7 +77,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     return True
 
 
-def reopen(spec: tuple[str, dict[str, Any]], encoder: Any) -> MultiVectorIndex:
+def reopen(spec: tuple[str, dict[str, Any]], encoder: LMKEncoder) -> MultiVectorIndex:
     """Open, in this process, the server index a :meth:`~MultiVectorIndex.reopen_spec` describes."""
     from ..index.chroma import ChromaIndex
     from ..index.qdrant import QdrantIndex

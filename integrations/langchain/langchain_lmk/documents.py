@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from langchain_core.documents import Document
 
@@ -17,7 +17,9 @@ def hit_to_document(hit: Hit | StoredDocument) -> Document:
     return Document(id=hit.id, page_content=hit.text, metadata=dict(hit.metadata))
 
 
-def passage_metadata(metadata: dict[str, Any], parent: str, span: tuple[int, int], **extra: object) -> dict[str, Any]:
+def passage_metadata(
+    metadata: Mapping[str, object], parent: str, span: tuple[int, int], **extra: object
+) -> dict[str, object]:
     """A passage's metadata: its document's, plus ``parent_id``, ``span_start`` / ``span_end``
     (characters in the parent's text), for a PDF the passage's ``page`` (from 0) and ``page_label``
     as LangChain's PDF loaders name them, and ``extra`` (score, landmark, tokens)."""
@@ -48,7 +50,7 @@ def context_documents(
     max_tokens: int,
     filter: FilterArg,
     mode: SearchMode | None,
-    token_counter: Any = None,
+    token_counter: Callable[[str], int] | str | None = None,
     min_score: float | None = None,
 ) -> list[Document]:
     """lmk-rag's context for ``query`` as documents: at most ``k`` passages within ``max_tokens``

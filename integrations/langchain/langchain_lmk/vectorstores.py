@@ -12,6 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
+from lmk_rag import LMKEncoder
 from lmk_rag.context import DEFAULT_MAX_TOKENS
 from lmk_rag.encoding.inputs import check_int, check_number
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
@@ -294,7 +295,7 @@ class LMKVectorStore(VectorStore):
         return cls(index=QdrantIndex(**where, collection=collection_name, encoder=encoder), search_mode=search_mode)
 
 
-def lmk_encoder_of(embedding: object) -> Any:
+def lmk_encoder_of(embedding: object) -> LMKEncoder | None:
     """The LMKEncoder behind ``embedding`` (an LMKEmbeddings), None for None; any other embedding is
     refused: the store encodes documents and queries with landmarks itself, so its vectors would be
     silently ignored."""

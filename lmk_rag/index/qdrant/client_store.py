@@ -6,6 +6,7 @@ the fingerprint lives in the point of a ``<collection>__lmk_meta`` collection.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ...encoding.inputs import check_int
@@ -33,25 +34,30 @@ from .layout import (
     point_id,
     unique_documents,
 )
-from .store import ALL_DOCUMENTS, reconcile_landmarks, stored_landmarks
+from .store import ALL_DOCUMENTS, Record, reconcile_landmarks, stored_landmarks
 
 _UPSERT_BATCH = 64
 #: Collection settings a Qdrant cluster needs, fixed when the collection is created.
 CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor", "on_disk")
 
 
-def check_cluster_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options that were given (not None), each checked: counts are ints >= 1, on_disk a bool."""
-    given = {k: v for k, v in options.items() if v is not None}
-    for name, value in given.items():
+def check_cluster_options(options: Mapping[str, object]) -> tuple[dict[str, int], bool | None]:
+    """The options that were given (not None), checked: (the counts, each an int >= 1; on_disk, a
+    bool or None)."""
+    counts: dict[str, int] = {}
+    on_disk: bool | None = None
+    for name, value in options.items():
+        if value is None:
+            continue
         if name not in CLUSTER_OPTIONS:
             raise InvalidInputError(f"unknown Qdrant collection option {name!r}; use one of {CLUSTER_OPTIONS}")
         if name == "on_disk":
             if not isinstance(value, bool):
                 raise InvalidInputError(f"on_disk must be True or False, got {value!r}")
+            on_disk = value
         else:
-            check_int(name, value)
-    return given
+            counts[name] = check_int(name, value)
+    return counts, on_disk
 
 
 def stored_fingerprint(client: Any, collection: str) -> Fingerprint | None:
@@ -123,7 +129,7 @@ def _quantization(quantization: str | None) -> Any:
     return None
 
 
-def _check_existing(params: Any, cluster: dict[str, Any], collection: str) -> None:
+def _check_existing(params: Any, cluster: dict[str, int], collection: str) -> None:
     """Refuse cluster options that differ from those the collection was created with (a server
     reports them; local mode and memory do not record them)."""
     for name, wanted in cluster.items():
@@ -171,8 +177,7 @@ class ClientStore:
 
         self.client, self.collection = client, collection
         self.quantization = quantization
-        cluster = check_cluster_options(dict(cluster_options or {}))
-        on_disk = cluster.pop("on_disk", None)
+        cluster, on_disk = check_cluster_options(dict(cluster_options or {}))
         if not client.collection_exists(collection):
             quantized = _quantization(quantization)
             client.create_collection(
@@ -376,16 +381,16 @@ class ClientStore:
         self._indexed.add(path)
 
     # ---------------------------------------------------------------- reads
-    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict[str, Any], Any, Any]]:
+    def retrieve(self, ids: list[str], with_vectors: bool) -> list[Record]:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         points = self.client.retrieve(
             self.collection, ids=ids, with_payload=True, with_vectors=[POOLED, LANDMARKS] if with_vectors else False
         )
-        return [(p.payload, (p.vector or {}).get(POOLED), (p.vector or {}).get(LANDMARKS)) for p in points]
+        return [Record(p.payload or {}, _vector(p.vector, POOLED), _vector(p.vector, LANDMARKS)) for p in points]
 
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[tuple[dict[str, Any], Any, Any]], Any]:
+    ) -> tuple[list[Record], Any]:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         points, nxt = self.client.scroll(
             self.collection,
@@ -395,7 +400,7 @@ class ClientStore:
             with_payload=True if with_vectors else ["doc_id"],
             with_vectors=[POOLED, LANDMARKS] if with_vectors else False,
         )
-        return [(p.payload, (p.vector or {}).get(POOLED), (p.vector or {}).get(LANDMARKS)) for p in points], nxt
+        return [Record(p.payload or {}, _vector(p.vector, POOLED), _vector(p.vector, LANDMARKS)) for p in points], nxt
 
     def count(self) -> int:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
@@ -481,3 +486,8 @@ class _ClientFilters:
         self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
     ) -> Any:
         return self.models.Filter(must=must, should=should, must_not=must_not)
+
+
+def _vector(vectors: object, name: str) -> Any:
+    """The named vector of a point as qdrant-client returns it (a dict of vectors), None when absent."""
+    return vectors.get(name) if isinstance(vectors, dict) else None

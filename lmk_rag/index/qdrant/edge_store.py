@@ -56,7 +56,7 @@ from .layout import (
     payload_key,
     unique_documents,
 )
-from .store import ALL_DOCUMENTS, reconcile_landmarks, stored_landmarks
+from .store import ALL_DOCUMENTS, Record, reconcile_landmarks, stored_landmarks
 
 LAYOUT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -363,7 +363,7 @@ class EdgeStore:
         self._indexed.add(path)
 
     # ---------------------------------------------------------------- reads
-    def retrieve(self, ids: list[str], with_vectors: bool) -> list[tuple[dict[str, Any], Any, Any]]:
+    def retrieve(self, ids: list[str], with_vectors: bool) -> list[Record]:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         records = self.shard.retrieve(
             ids, with_payload=True, with_vector=[POOLED, LANDMARKS] if with_vectors else False
@@ -372,12 +372,12 @@ class EdgeStore:
         for r in records:
             check_owner(r.id, r.payload)
             vec = r.vector or {}
-            out.append((r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
+            out.append(Record(r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
         return out
 
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[tuple[dict[str, Any], Any, Any]], Any]:
+    ) -> tuple[list[Record], Any]:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         records, nxt = self.shard.scroll(
@@ -392,7 +392,7 @@ class EdgeStore:
         out = []
         for r in records:
             vec = r.vector or {}
-            out.append((r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
+            out.append(Record(r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
         return out, nxt
 
     def count(self) -> int:

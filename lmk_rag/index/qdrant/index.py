@@ -106,14 +106,14 @@ class QdrantIndex(MultiVectorIndex):
                 f"collection must be a name of letters, digits, '_' and '-' (without '__lmk_', which names "
                 f"lmk-rag's own collections beside it), got {collection!r}"
             )
-        cluster = check_cluster_options(
-            {
-                "shard_number": shard_number,
-                "replication_factor": replication_factor,
-                "write_consistency_factor": write_consistency_factor,
-                "on_disk": on_disk,
-            }
-        )
+        options = {
+            "shard_number": shard_number,
+            "replication_factor": replication_factor,
+            "write_consistency_factor": write_consistency_factor,
+            "on_disk": on_disk,
+        }
+        cluster = {name: value for name, value in options.items() if value is not None}
+        check_cluster_options(cluster)
         if cluster and all(x is None for x in (location, url, client)):
             raise InvalidInputError(
                 f"{', '.join(cluster)} set{'s' if len(cluster) == 1 else ''} up a collection on a Qdrant server or "

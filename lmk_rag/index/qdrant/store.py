@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -27,9 +27,14 @@ SAMPLED_DOCUMENTS = 16
 #: (seconds); above, searches use pooled candidates and the user is told to run ``--verify``.
 AUTO_REBUILD_DOCUMENTS = 5000
 
-#: A stored point as the stores return it: its payload, its pooled vector and its landmark vectors
-#: (the vectors are None when not asked for).
-Record = tuple[dict[str, Any], Any, Any]
+
+class Record(NamedTuple):
+    """A stored point as the stores return it: its payload, its pooled vector and its landmark
+    vectors (the vectors are None when not asked for)."""
+
+    payload: dict[str, Any]  # the point's JSON payload (:func:`~.layout.to_point`)
+    pooled: Any  # the engine's vector (a list or an array), None when not asked for
+    landmarks: Any  # the engine's multivector (a list of lists or an array), None when not asked for
 
 
 class QdrantStore(Protocol):

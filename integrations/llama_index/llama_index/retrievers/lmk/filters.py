@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
+from lmk_rag.index import FilterArg
 
 _OPERATORS = {
     FilterOperator.EQ: "$eq",
@@ -22,7 +22,7 @@ _OPERATORS = {
 _CONDITIONS = {FilterCondition.AND: "$and", FilterCondition.OR: "$or"}
 
 
-def to_lmk_filter(filters: MetadataFilters | Mapping[str, Any] | None) -> Any:
+def to_lmk_filter(filters: MetadataFilters | Mapping[str, object] | None) -> FilterArg:
     """lmk-rag's filter (:mod:`lmk_rag.index.filters`) for LlamaIndex ``MetadataFilters``; a dict
     (or a Qdrant ``models.Filter``) is passed on as it is. EQ, NE, GT, GTE, LT, LTE, IN, NIN under
     AND / OR, nested; other operators are refused with the list of those that work."""
