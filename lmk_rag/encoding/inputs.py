@@ -8,11 +8,14 @@ import logging
 import math
 import re
 from collections.abc import Mapping, Sequence, Set
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import torch
 
 from ..errors import InvalidInputError, InvalidTypeError, NonFiniteVectorError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ def check_finite(x: torch.Tensor, dtype: torch.dtype) -> None:
         raise NonFiniteVectorError(f"the encoder produced non-finite vectors{hint}")
 
 
-def warn_unknown_words(texts: Sequence[str], tokenizer: Any) -> None:
+def warn_unknown_words(texts: Sequence[str], tokenizer: Tokenizer) -> None:
     """Warn when words are longer than a WordPiece tokenizer reads (100 characters for BERT):
     each becomes one unknown token, so a base64 blob, a hash or a 200k-character run of minified
     code is silently unsearchable."""

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from .inputs import find_unencodable, warn_unknown_words
 from .landmarks import TokenizedBatch
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerBase
 
 #: The most characters one token is counted for in a budget (English runs 4-5 per token).
 MAX_CHARS_PER_TOKEN = 32
@@ -47,7 +51,7 @@ def split_at_whitespace(texts: list[str], limit: int) -> tuple[list[str], np.nda
     return pieces, np.asarray(owner, dtype=np.int64), np.asarray(shift, dtype=np.int64)
 
 
-def tokenize_texts(text_tokenizer: Any, texts: list[str], prefix: str = "") -> TokenizedBatch:
+def tokenize_texts(text_tokenizer: Tokenizer, texts: list[str], prefix: str = "") -> TokenizedBatch:
     """Batched fast-tokenizer calls -> flat ids and character offsets into ``texts``.
 
     Texts longer than :data:`PIECE_CHARS` are cut at whitespace into pieces, and pieces are
@@ -93,7 +97,7 @@ def tokenize_texts(text_tokenizer: Any, texts: list[str], prefix: str = "") -> T
     return TokenizedBatch(ids, starts, ends, offsets, text_lengths)
 
 
-def text_tokenizer(tokenizer: Any) -> Any:
+def text_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer:
     """A private copy of the Rust tokenizer that treats special-token strings in text as text."""
     from tokenizers import Tokenizer
 
@@ -104,7 +108,7 @@ def text_tokenizer(tokenizer: Any) -> Any:
     return backend
 
 
-def budget_tokens(tokenizer: Any, texts: list[str]) -> list[int]:
+def budget_tokens(tokenizer: Tokenizer, texts: list[str]) -> list[int]:
     """Tokens of each text by ``tokenizer`` (a ``tokenizers.Tokenizer``), without special tokens,
     and at least one per :data:`MAX_CHARS_PER_TOKEN` characters: a word the tokenizer cannot read
     (a 100k-character base64 run) is one unknown token to it, but thousands to an LLM."""

@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import InvalidInputError, ModelLoadError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 CONFIG_NAME = "lmk_config.json"
 ADAPTER_DIR = "adapter"
@@ -80,7 +83,7 @@ def has_lora_adapter(folder: Path) -> bool:
     return (folder / ADAPTER_DIR / ADAPTER_WEIGHTS).is_file() and (folder / DELTA_NAME).is_file()
 
 
-def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:
+def apply_adapter(model: PreTrainedModel, folder: Path, landmark_id: int) -> PreTrainedModel:
     """Merge the folder's LoRA adapter into ``model`` (plain torch, see :mod:`lmk_rag.folders.lora`) and add
     the landmark embedding delta."""
     adapter = folder / ADAPTER_DIR
@@ -93,10 +96,15 @@ def apply_adapter(model: Any, folder: Path, landmark_id: int) -> Any:
         from safetensors.torch import load_file
 
         delta = load_file(str(delta_file))["delta"]
-        emb = model.get_input_embeddings()
+        weight = model.get_input_embeddings().weight
+        if not isinstance(weight, torch.Tensor):
+            raise ModelLoadError(
+                f"{folder}: the model's input embeddings have no weight matrix for the landmark offset"
+            )
         with torch.no_grad():
-            emb.weight[landmark_id] += delta.to(emb.weight.dtype).to(emb.weight.device)
-    return model.eval()
+            weight[landmark_id] += delta.to(weight.dtype).to(weight.device)
+    torch.nn.Module.eval(model)
+    return model
 
 
 def lora_settings(folder: Path) -> dict[str, Any]:

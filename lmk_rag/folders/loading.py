@@ -7,7 +7,7 @@ import logging
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,6 +17,9 @@ from .lmk import LMKFolderConfig, apply_adapter, is_lmk_folder
 from .models import load_model, load_tokenizer, resolve_model_path, special_tokens
 from .st import STFolder
 from .write import verify_written_folder
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +131,7 @@ def load_shared(
     revision: str | None,
     adapter: str | None = None,
     landmark_id: int | None = None,
-) -> tuple[Any, Any]:
+) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
     """Load (tokenizer, model) once per settings; encoders with the same settings share them.
     The landmark id is part of the key: an adapter's offset is added to that token's embedding."""
     key = (path, str(device), str(dtype), trust_remote_code, allow_pickle, revision, adapter, landmark_id)

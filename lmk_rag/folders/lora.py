@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import InvalidInputError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # Keys of adapter_config.json whose effect a plain ``W += s * B @ A`` does not reproduce.
 _NEEDS_PEFT = {
@@ -76,7 +79,7 @@ def merge_lora(model: torch.nn.Module, weights: dict[str, torch.Tensor], setting
             weight.add_(delta.to(device=weight.device, dtype=weight.dtype))
 
 
-def merge_adapter_folder(model: Any, adapter: Path, settings: dict[str, Any]) -> Any:
+def merge_adapter_folder(model: PreTrainedModel, adapter: Path, settings: dict[str, Any]) -> PreTrainedModel:
     """Merge the peft adapter folder ``adapter`` into ``model``; plain torch where it is exact, else peft."""
     if plain_lora(settings):
         from safetensors.torch import load_file
@@ -94,4 +97,5 @@ def merge_adapter_folder(model: Any, adapter: Path, settings: dict[str, Any]) ->
     from .models import quiet_loading
 
     with quiet_loading():
-        return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        merged: PreTrainedModel = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+        return merged

@@ -9,12 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..encoding.inputs import check_int, is_int_in
 from ..errors import InvalidInputError, InvalidTypeError, MissingDependencyError, ModelLoadError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +155,7 @@ class SpecialTokens:
     pad_id: int
 
 
-def special_tokens(tokenizer: Any, landmark_token_id: int | None = None) -> SpecialTokens:
+def special_tokens(tokenizer: PreTrainedTokenizerBase, landmark_token_id: int | None = None) -> SpecialTokens:
     """Landmark = the tokenizer's SEP, else EOS, else the id the user gives."""
     if landmark_token_id is not None:
         check_int("landmark_token_id", landmark_token_id, 0)
@@ -175,14 +178,14 @@ def special_tokens(tokenizer: Any, landmark_token_id: int | None = None) -> Spec
     return SpecialTokens(cls_id=cls, landmark_id=int(lmk), pad_id=int(pad))
 
 
-def is_rotary(config: Any) -> bool:
+def is_rotary(config: PretrainedConfig) -> bool:
     """True for encoders with relative (rotary) positions, which may run past their trained length."""
     if getattr(config, "model_type", None) in ROTARY_MODEL_TYPES:
         return True
     return getattr(config, "position_embedding_type", None) == "rotary"
 
 
-def trained_max_length(config: Any, tokenizer: Any) -> int:
+def trained_max_length(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> int:
     """Longest sequence (special tokens included) the model was built for."""
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
@@ -197,7 +200,7 @@ def trained_max_length(config: Any, tokenizer: Any) -> int:
     return min(limits) if limits else _UNBOUNDED
 
 
-def load_tokenizer(path: str, *, trust_remote_code: bool, revision: str | None) -> Any:
+def load_tokenizer(path: str, *, trust_remote_code: bool, revision: str | None) -> PreTrainedTokenizerBase:
     """The model's fast tokenizer, or a :class:`ModelLoadError` that says what is missing."""
     from transformers import AutoTokenizer
 
@@ -225,7 +228,7 @@ def load_model(
     trust_remote_code: bool,
     allow_pickle: bool,
     revision: str | None,
-) -> torch.nn.Module:
+) -> PreTrainedModel:
     """Load the encoder with SDPA attention where it supports it, eager otherwise."""
     from transformers import AutoModel
 
@@ -235,6 +238,7 @@ def load_model(
         revision=revision,
         dtype=dtype,
     )
+    model: PreTrainedModel
     try:
         with quiet_loading():
             model = AutoModel.from_pretrained(path, attn_implementation="sdpa", **kwargs)
@@ -256,9 +260,9 @@ def load_model(
                 "copy the model folder again"
             ) from exc
         raise
-    model.eval()
-    moved: torch.nn.Module = model.to(device)
-    return moved
+    torch.nn.Module.eval(model)  # nn.Module's own (typed) method
+    torch.nn.Module.to(model, device)  # in place
+    return model
 
 
 @contextmanager

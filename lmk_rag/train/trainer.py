@@ -90,7 +90,7 @@ class Trainer:
             allow_pickle=False,
             revision=None,
         )
-        model.eval()  # dropout off: ~5x faster on CPU, and LoRA needs no dropout here
+        torch.nn.Module.eval(model)  # dropout off: ~5x faster on CPU, and LoRA needs no dropout here
         self.student = LandmarkStudent(model, self.enc.special.landmark_id, config)
         if config.init_from:
             self._load_init(Path(config.init_from))

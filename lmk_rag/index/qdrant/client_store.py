@@ -34,7 +34,7 @@ from .layout import (
     point_id,
     unique_documents,
 )
-from .store import ALL_DOCUMENTS, Record, reconcile_landmarks, stored_landmarks
+from .store import ALL_DOCUMENTS, LandmarkVectors, Record, named_vector, reconcile_landmarks, stored_landmarks
 
 _UPSERT_BATCH = 64
 #: Collection settings a Qdrant cluster needs, fixed when the collection is created.
@@ -299,7 +299,7 @@ class ClientStore:
         self.forget_landmarks(list(ids))
         self._journal.clear()
 
-    def write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+    def write_landmarks(self, documents: list[tuple[str, LandmarkVectors]]) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
@@ -386,7 +386,9 @@ class ClientStore:
         points = self.client.retrieve(
             self.collection, ids=ids, with_payload=True, with_vectors=[POOLED, LANDMARKS] if with_vectors else False
         )
-        return [Record(p.payload or {}, _vector(p.vector, POOLED), _vector(p.vector, LANDMARKS)) for p in points]
+        return [
+            Record(p.payload or {}, named_vector(p.vector, POOLED), named_vector(p.vector, LANDMARKS)) for p in points
+        ]
 
     def scroll(
         self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
@@ -400,7 +402,9 @@ class ClientStore:
             with_payload=True if with_vectors else ["doc_id"],
             with_vectors=[POOLED, LANDMARKS] if with_vectors else False,
         )
-        return [Record(p.payload or {}, _vector(p.vector, POOLED), _vector(p.vector, LANDMARKS)) for p in points], nxt
+        return [
+            Record(p.payload or {}, named_vector(p.vector, POOLED), named_vector(p.vector, LANDMARKS)) for p in points
+        ], nxt
 
     def count(self) -> int:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
@@ -488,6 +492,6 @@ class _ClientFilters:
         return self.models.Filter(must=must, should=should, must_not=must_not)
 
 
-def _vector(vectors: object, name: str) -> Any:
-    """The named vector of a point as qdrant-client returns it (a dict of vectors), None when absent."""
-    return vectors.get(name) if isinstance(vectors, dict) else None
+def _record(point: Any) -> Record:
+    """A point qdrant-client returned, as the stores hand it over."""
+    return Record(point.payload or {}, named_vector(point.vector, POOLED), named_vector(point.vector, LANDMARKS))

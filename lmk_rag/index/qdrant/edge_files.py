@@ -11,11 +11,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import DamagedIndexError, IndexUnavailableError, InsufficientSpaceError, MissingDependencyError
 from ...types import Fingerprint
 from ..space import OPEN_MARGIN_BYTES
+
+if TYPE_CHECKING:
+    from qdrant_edge import EdgeShard
 
 SHARD_MARKER = "edge_config.json"
 logger = logging.getLogger(__name__)
@@ -89,12 +92,13 @@ def damaged(folder: Path, exc: BaseException) -> DamagedIndexError:
     )
 
 
-def load_shard(shard_dir: Path) -> Any:
+def load_shard(shard_dir: Path) -> EdgeShard:
     """Load a shard; a write-ahead-log piece emptied to 0 bytes (it holds nothing: a copy or a
     crash cut it) is removed and the load tried again, instead of the index being unopenable."""
-    e = _edge()
+    from qdrant_edge import EdgeShard
+
     try:
-        return e.EdgeShard.load(str(shard_dir))
+        return EdgeShard.load(str(shard_dir))
     except Exception as exc:
         if "invalid segment capacity: 0" not in str(exc):
             raise
@@ -109,7 +113,7 @@ def load_shard(shard_dir: Path) -> Any:
         for piece in empty:
             logger.warning("removed the empty write-ahead-log file %s (it held nothing) to open the index", piece)
             piece.unlink()
-        return e.EdgeShard.load(str(shard_dir))
+        return EdgeShard.load(str(shard_dir))
 
 
 def read_only_copy(folder: Path) -> Path:

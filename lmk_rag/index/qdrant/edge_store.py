@@ -14,7 +14,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import (
     IncompatibleIndexError,
@@ -56,7 +56,10 @@ from .layout import (
     payload_key,
     unique_documents,
 )
-from .store import ALL_DOCUMENTS, Record, reconcile_landmarks, stored_landmarks
+from .store import ALL_DOCUMENTS, LandmarkVectors, Record, named_vector, reconcile_landmarks, stored_landmarks
+
+if TYPE_CHECKING:
+    from qdrant_edge import EdgeConfig
 
 LAYOUT_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -79,12 +82,12 @@ def _quantization_config(quantization: str | None) -> Any:
     return None
 
 
-def edge_config(dimension: int, quantization: str | None) -> Any:
+def edge_config(dimension: int, quantization: str | None) -> EdgeConfig:
     """Pooled vector with HNSW; landmarks as a MAX_SIM multivector without a graph (rerank only),
     quantized in RAM with the originals on disk when asked; BM25 sparse vectors with IDF."""
     e = _edge()
     quantized = _quantization_config(quantization)
-    return e.EdgeConfig(
+    config: EdgeConfig = e.EdgeConfig(
         vectors={
             POOLED: e.EdgeVectorParams(size=dimension, distance=e.Distance.Cosine),
             LANDMARKS: e.EdgeVectorParams(
@@ -98,14 +101,15 @@ def edge_config(dimension: int, quantization: str | None) -> Any:
         },
         sparse_vectors={BM25: e.EdgeSparseVectorParams(modifier=e.Modifier.Idf)},
     )
+    return config
 
 
-def landmark_config(dimension: int, quantization: str | None) -> Any:
+def landmark_config(dimension: int, quantization: str | None) -> EdgeConfig:
     """The landmark index: one plain vector per landmark with an HNSW graph (quantized like the
     collection's landmarks when asked)."""
     e = _edge()
     quantized = _quantization_config(quantization)
-    return e.EdgeConfig(
+    config: EdgeConfig = e.EdgeConfig(
         vectors={
             LANDMARK_VECTOR: e.EdgeVectorParams(
                 size=dimension,
@@ -117,6 +121,7 @@ def landmark_config(dimension: int, quantization: str | None) -> Any:
             ),
         },
     )
+    return config
 
 
 class EdgeStore:
@@ -133,6 +138,8 @@ class EdgeStore:
                 f"this index stores landmarks with quantization={meta.get('quantization')!r}, not "
                 f"{quantization!r}; open it without quantization= or copy it into a new folder with the setting"
             )
+        # qdrant-edge-py's EdgeShard (its stub types point ids narrower than the str ids used here).
+        self.shard: Any = None
         self.quantization = meta.get("quantization") if meta is not None else quantization
         shard_dir = folder / collection
         check_free_space(folder, opening=True)
@@ -224,7 +231,7 @@ class EdgeStore:
         self._journal.clear()
         self._landmarks_ok = True
 
-    def write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+    def write_landmarks(self, documents: list[tuple[str, LandmarkVectors]]) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         points = [
@@ -371,8 +378,7 @@ class EdgeStore:
         out = []
         for r in records:
             check_owner(r.id, r.payload)
-            vec = r.vector or {}
-            out.append(Record(r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
+            out.append(Record(r.payload or {}, named_vector(r.vector, POOLED), named_vector(r.vector, LANDMARKS)))
         return out
 
     def scroll(
@@ -391,8 +397,7 @@ class EdgeStore:
         )
         out = []
         for r in records:
-            vec = r.vector or {}
-            out.append(Record(r.payload, vec.get(POOLED), vec.get(LANDMARKS)))
+            out.append(Record(r.payload or {}, named_vector(r.vector, POOLED), named_vector(r.vector, LANDMARKS)))
         return out, nxt
 
     def count(self) -> int:

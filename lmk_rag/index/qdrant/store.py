@@ -28,6 +28,10 @@ SAMPLED_DOCUMENTS = 16
 AUTO_REBUILD_DOCUMENTS = 5000
 
 
+#: A document's landmark vectors as a store hands them over: an array, or the engine's lists.
+LandmarkVectors = np.ndarray | list[list[float]]
+
+
 class Record(NamedTuple):
     """A stored point as the stores return it: its payload, its pooled vector and its landmark
     vectors (the vectors are None when not asked for)."""
@@ -35,6 +39,11 @@ class Record(NamedTuple):
     payload: dict[str, Any]  # the point's JSON payload (:func:`~.layout.to_point`)
     pooled: Any  # the engine's vector (a list or an array), None when not asked for
     landmarks: Any  # the engine's multivector (a list of lists or an array), None when not asked for
+
+
+def named_vector(vectors: object, name: str) -> object:
+    """The named vector of a point as the engines return it (a dict of vectors), None when absent."""
+    return vectors.get(name) if isinstance(vectors, dict) else None
 
 
 class QdrantStore(Protocol):
@@ -88,7 +97,7 @@ class QdrantStore(Protocol):
         """Rebuild the landmark index from the collection's stored landmark vectors."""
         ...
 
-    def write_landmarks(self, documents: list[tuple[str, Any]]) -> None:
+    def write_landmarks(self, documents: list[tuple[str, LandmarkVectors]]) -> None:
         """One landmark-index point per landmark of each ``(document point id, landmark vectors)``."""
         ...
 
@@ -122,7 +131,7 @@ class QdrantStore(Protocol):
         ...
 
 
-def stored_landmarks(store: QdrantStore, batch: int = 256) -> Iterator[list[tuple[str, Any]]]:
+def stored_landmarks(store: QdrantStore, batch: int = 256) -> Iterator[list[tuple[str, LandmarkVectors]]]:
     """The collection's documents as ``(point id, landmark vectors)``, a batch at a time: what a
     landmark index is built from (it holds nothing the collection does not)."""
     offset: Any = None
