@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lmk_rag.index import ChromaIndex, QdrantIndex
+from lmk_rag.index.uri import IndexURI
 from lmk_rag.ingest import ingest
 
 from .chroma_server import start_chroma_server, stop
@@ -48,10 +49,7 @@ def test_cli_ingest_on_a_two_node_cluster_into_a_chroma_server(tmp_path, docs, e
         reference = QdrantIndex(tmp_path / "reference", encoder=encoder)
         server = ChromaIndex(host="127.0.0.1", port=port, encoder=encoder)
         # What each actor reopens: the server, never a copy of the driver's client.
-        assert server.reopen_spec() == (
-            "chroma",
-            {"host": "127.0.0.1", "port": port, "ssl": False, "collection": "lmk"},
-        )
+        assert server.address() == IndexURI("chroma", host="127.0.0.1", port=port, ssl=False, collection="lmk")
         try:
             ingest(reference, [docs], show_progress=False)
             assert_same(contents(reference), contents(server))

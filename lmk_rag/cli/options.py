@@ -171,7 +171,7 @@ def open_index_of(args: argparse.Namespace, must_exist: bool) -> MultiVectorInde
     return index
 
 
-def add_config_options(p: argparse.ArgumentParser, fields: Sequence[tuple[dataclasses.Field[Any], Any]]) -> None:
+def add_config_options(p: argparse.ArgumentParser, fields: Sequence[tuple[dataclasses.Field[object], object]]) -> None:
     """One ``--option`` per field of a config dataclass whose metadata marks it ``cli`` (help, choices and
     an inverted ``flag`` from the metadata; the default and the type from the field), so a default or a
     description is written once, in the dataclass."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from ..errors import InvalidTypeError
 from .pooling import LANDMARK_WEIGHTS, POOLING_MODES
@@ -33,15 +34,18 @@ Quantize = Literal["int8"]
 LayoutName = Literal["lmk", "sentence-transformers"]
 
 
+T = TypeVar("T")
+
+
 def setting(
-    default: Any,
+    default: T,
     help: str,
     *,
     cli: bool = True,
     framework: bool = True,
     fingerprint: bool = False,
     choices: tuple[str, ...] | None = None,
-) -> Any:
+) -> T:
     """A field of :class:`EncoderSettings` with where it is exposed."""
     meta = {"help": help, "cli": cli, "framework": framework, "fingerprint": fingerprint, "choices": choices}
     return field(default=default, metadata=meta)
@@ -148,7 +152,7 @@ class EncoderSettings:
         return tuple(f.name for f in dataclasses.fields(cls) if f.metadata[where])
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> EncoderSettings:
+    def from_options(cls, options: Mapping[str, object]) -> EncoderSettings:
         """Settings from keyword arguments; an unknown name is an error that lists the known ones."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - known)
@@ -162,9 +166,9 @@ class EncoderSettings:
             raise InvalidTypeError(
                 f"unknown encoder setting(s) {', '.join(unknown)}; the settings are: {', '.join(sorted(known))}"
             )
-        return cls(**options)
+        return cls(**cast("dict[str, Any]", options))  # names checked above; values by the encoder
 
-    def changed(self) -> dict[str, Any]:
+    def changed(self) -> dict[str, object]:
         """The settings that differ from their defaults."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default}
 
@@ -173,7 +177,7 @@ class EncoderSettings:
 RENAMED_SETTINGS = {"max_tokens": "truncate_tokens"}
 
 
-def setting_fields() -> list[tuple[dataclasses.Field[Any], Any]]:
+def setting_fields() -> list[tuple[dataclasses.Field[object], object]]:
     """Each field with its resolved type (for the framework fields and the CLI options)."""
     hints = typing.get_type_hints(EncoderSettings)
     return [(f, hints[f.name]) for f in dataclasses.fields(EncoderSettings)]

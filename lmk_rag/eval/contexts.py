@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,11 @@ from ..encoder import LMKEncoder
 from ..encoding.landmarks import build_layout, fixed_chunk_ends
 from ..errors import InvalidInputError
 from ..index.fusion import fuse
+from ..types import MultiVector
 from .tasks import RetrievalTask
+
+if TYPE_CHECKING:
+    from .runner import EvalRow
 
 Span = tuple[int, int, int]  # document index, start, end
 CHUNKERS = ("tokens:N", "langchain", "llamaindex")
@@ -137,7 +141,11 @@ def chunk_spans(chunker: str, task: RetrievalTask, encoder: LMKEncoder) -> list[
 
 
 def fill_budget(
-    ranked: Sequence[Span], texts: Sequence[str], budget: int, count: Callable[[str], int], clip: Callable[..., Any]
+    ranked: Sequence[Span],
+    texts: Sequence[str],
+    budget: int,
+    count: Callable[[str], int],
+    clip: Callable[[str, int], int],
 ) -> list[Span]:
     """Chunks best first while they fit; the first that does not is clipped to what is left."""
     out: list[Span] = []
@@ -244,15 +252,16 @@ class LandmarkContexts:
         self.rules = rules or {"": DEFAULT_RULE}
         self.min_score = min_score
         self.name = "lmk-context" if ranking == "hybrid" else "lmk-context-maxsim"  # hybrid: the index's default
-        self._encoded: dict[str, Any] = {}
+        self._encoded: dict[str, tuple[list[MultiVector], np.ndarray, float]] = {}
 
-    def encode(self, task: RetrievalTask) -> Any:
-        """The task's landmark vectors, encoded once however many rules and budgets run."""
+    def encode(self, task: RetrievalTask) -> tuple[list[MultiVector], np.ndarray, float]:
+        """The task's landmark vectors (each document's, the queries', seconds taken), encoded once
+        however many rules and budgets run."""
         if task.name not in self._encoded:
             t0 = time.perf_counter()
             multi = self.encoder.encode_multi(task.doc_texts)
             q = self.encoder.encode_query(task.query_texts)
-            self._encoded[task.name] = (multi, q, time.perf_counter() - t0)
+            self._encoded[task.name] = (list(multi), q, time.perf_counter() - t0)
         return self._encoded[task.name]
 
     def doc_scores(self, task: RetrievalTask) -> np.ndarray:
@@ -303,7 +312,7 @@ def context_rows(
     *,
     ranking: str = "hybrid",
     progress: bool = True,
-) -> list[Any]:
+) -> list[EvalRow]:
     """``lmk-rag eval --context-tokens``: per task, one row per context method with the
     ``ctxB_recall`` / ``ctxB_hit`` / ``ctxB_full`` metrics of every budget B. Chunk rows use
     ``chunk_encoder`` (chunk-then-embed with a plain model); the builder row, ``encoder``, from the

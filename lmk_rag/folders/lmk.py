@@ -107,7 +107,7 @@ def apply_adapter(model: PreTrainedModel, folder: Path, landmark_id: int) -> Pre
     return model
 
 
-def lora_settings(folder: Path) -> dict[str, Any]:
+def lora_settings(folder: Path) -> dict[str, object]:
     """The LoRA adapter's settings (``adapter/adapter_config.json``: rank, alpha, target modules),
     as continuing a run and merging adapters check them."""
     path = folder / ADAPTER_DIR / ADAPTER_CONFIG
@@ -119,4 +119,4 @@ def lora_settings(folder: Path) -> dict[str, Any]:
         ) from err
     if not isinstance(settings, dict):
         raise InvalidInputError(f"{str(path)!r} holds no JSON object: write the folder again (`lmk-rag train`)")
-    return settings
+    return {str(k): v for k, v in settings.items()}

@@ -11,11 +11,13 @@ is installed, and refused with the extra to install when it is not.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from ..encoding.inputs import is_int_in
 from ..errors import InvalidInputError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -32,20 +34,30 @@ _NEEDS_PEFT = {
 _PREFIX = "base_model.model."
 
 
-def lora_scaling(settings: dict[str, Any]) -> float:
+def lora_rank(settings: Mapping[str, object]) -> int:
+    """The adapter's rank ``r`` (``adapter_config.json``), checked."""
+    r = settings.get("r")
+    if not is_int_in(r, 1):
+        raise InvalidInputError(f"adapter_config.json: r must be an int >= 1, got {r!r}; write the folder again")
+    return r
+
+
+def lora_scaling(settings: Mapping[str, object]) -> float:
     """The factor a LoRA's ``B @ A`` is multiplied by: ``alpha / r`` (``alpha / sqrt(r)`` with rsLoRA)."""
-    r, alpha = int(settings["r"]), float(settings["lora_alpha"])
+    r, alpha = lora_rank(settings), settings.get("lora_alpha")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise InvalidInputError(f"adapter_config.json: lora_alpha must be a number, got {alpha!r}")
     return alpha / math.sqrt(r) if settings.get("use_rslora") else alpha / r
 
 
-def plain_lora(settings: dict[str, Any]) -> bool:
+def plain_lora(settings: Mapping[str, object]) -> bool:
     """True when ``merge_lora`` reproduces this adapter exactly (no peft needed)."""
     if settings.get("peft_type") != "LORA" or settings.get("bias", "none") != "none":
         return False
     return not any(settings.get(key) for key in _NEEDS_PEFT)
 
 
-def merge_lora(model: torch.nn.Module, weights: dict[str, torch.Tensor], settings: dict[str, Any]) -> None:
+def merge_lora(model: torch.nn.Module, weights: dict[str, torch.Tensor], settings: Mapping[str, object]) -> None:
     """Add ``scaling * B @ A`` of every adapted layer to ``model``'s weights, in place.
 
     ``weights`` is an ``adapter_model.safetensors`` as peft writes it (keys
@@ -79,7 +91,7 @@ def merge_lora(model: torch.nn.Module, weights: dict[str, torch.Tensor], setting
             weight.add_(delta.to(device=weight.device, dtype=weight.dtype))
 
 
-def merge_adapter_folder(model: PreTrainedModel, adapter: Path, settings: dict[str, Any]) -> PreTrainedModel:
+def merge_adapter_folder(model: PreTrainedModel, adapter: Path, settings: Mapping[str, object]) -> PreTrainedModel:
     """Merge the peft adapter folder ``adapter`` into ``model``; plain torch where it is exact, else peft."""
     if plain_lora(settings):
         from safetensors.torch import load_file

@@ -43,6 +43,7 @@ from .filters import (
     valid_metadata_key,
 )
 from .hits import Hit, PassageRequest, StoredDocument
+from .uri import IndexURI
 
 SearchMode = Literal["maxsim", "prefetch", "pooled", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = typing.get_args(SearchMode)
@@ -360,10 +361,10 @@ class MultiVectorIndex(ABC):
         twice is fine)."""
         self._closed = True
 
-    def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
-        """How another process opens this same store: ("qdrant" | "chroma", constructor arguments
-        without the encoder) for a server; None for an embedded or in-memory store, which only the
-        process holding it may write (see :func:`lmk_rag.ingest.ray.reopen`)."""
+    def address(self) -> IndexURI | None:
+        """Where another process opens this same store (with :func:`~lmk_rag.index.uri.open_index`):
+        a server's; None for an embedded or in-memory store, which only the process holding it may
+        write (Ray's actors reopen a server index, see :mod:`lmk_rag.ingest.ray`)."""
         return None
 
     # ---------------------------------------------------------------- backend hooks

@@ -41,6 +41,7 @@ from ..types import Fingerprint, MultiVector
 from .base import MultiVectorIndex, SearchMode
 from .filters import NativeFilter, ParsedFilter, to_chroma_where
 from .hits import Hit, PassageRequest, StoredDocument, hit_from_vectors, make_hit
+from .uri import IndexURI
 
 _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
@@ -246,11 +247,11 @@ class ChromaIndex(MultiVectorIndex):
     def _translate_error(self, exc: BaseException) -> BaseException:
         return unavailable(exc, self.where)
 
-    def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
+    def address(self) -> IndexURI | None:
         """A server collection is reachable from other processes by host and port; a folder is not."""
         if self._server is None:
             return None
-        return "chroma", {**self._server, "collection": self.name}
+        return IndexURI("chroma", collection=self.name, **self._server)
 
     def _write_fingerprint(self, fp: Fingerprint) -> None:
         self.meta.upsert(ids=["fingerprint"], embeddings=[[1.0]], metadatas=[{"json": fp.to_json()}])

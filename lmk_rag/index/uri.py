@@ -38,6 +38,10 @@ class IndexURI:
     options: dict[str, Any] = field(default_factory=dict)
     #: HTTP headers for a server (basic auth from ``user:password@`` in a Chroma URI).
     headers: dict[str, str] | None = field(default=None, repr=False)
+    #: The collection inside the store.
+    collection: str = "lmk"
+    #: A Qdrant server's key (``$QDRANT_API_KEY`` when None).
+    api_key: str | None = field(default=None, repr=False)
 
 
 def basic_auth(username: str | None, password: str | None) -> dict[str, str] | None:
@@ -110,14 +114,29 @@ def open_index(uri: IndexURI, encoder: LMKEncoder | None, *, quantization: str |
     from .qdrant import QdrantIndex
 
     if uri.backend == "qdrant":
-        api_key = os.environ.get("QDRANT_API_KEY") or None
-        where: dict[str, Any] = {"path": uri.path} if uri.path else {"url": uri.url, "api_key": api_key, **uri.options}
-        return QdrantIndex(**where, encoder=encoder, quantization=quantization)
+        if uri.path:
+            return QdrantIndex(uri.path, collection=uri.collection, encoder=encoder, quantization=quantization)
+        api_key = uri.api_key or os.environ.get("QDRANT_API_KEY") or None
+        return QdrantIndex(
+            url=uri.url,
+            api_key=api_key,
+            collection=uri.collection,
+            encoder=encoder,
+            quantization=quantization,
+            **uri.options,
+        )
     if quantization is not None:
         raise InvalidInputError("quantization is a Qdrant setting; Chroma indexes store float32 vectors")
     if uri.path:
-        return ChromaIndex(uri.path, encoder=encoder)
-    return ChromaIndex(host=uri.host, port=uri.port or 8000, ssl=uri.ssl, headers=uri.headers, encoder=encoder)
+        return ChromaIndex(uri.path, collection=uri.collection, encoder=encoder)
+    return ChromaIndex(
+        host=uri.host,
+        port=uri.port or 8000,
+        ssl=uri.ssl,
+        headers=uri.headers,
+        collection=uri.collection,
+        encoder=encoder,
+    )
 
 
 def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None = None) -> Fingerprint | None:

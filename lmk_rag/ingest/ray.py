@@ -29,6 +29,7 @@ import numpy as np
 from ..encoding.inputs import check_int, check_number
 from ..errors import IncompatibleIndexError, InvalidInputError, LMKError, MissingDependencyError
 from ..index.base import MultiVectorIndex
+from ..index.uri import IndexURI, open_index
 from ..types import Fingerprint
 from .discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb, discover
 from .pipeline import (
@@ -43,13 +44,13 @@ from .pipeline import (
 )
 
 if TYPE_CHECKING:
-    from ..encoder import LMKEncoder
+    pass
 
 logger = logging.getLogger(__name__)
 #: Calls each actor gets at least (when there are enough files), for an even finish.
 _CALLS_PER_ACTOR = 8
 
-__all__ = ["connect", "ingest_with_ray", "reopen"]
+__all__ = ["connect", "ingest_with_ray"]
 
 
 def _ray() -> Any:
@@ -77,19 +78,6 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> bool:
     return True
 
 
-def reopen(spec: tuple[str, dict[str, Any]], encoder: LMKEncoder) -> MultiVectorIndex:
-    """Open, in this process, the server index a :meth:`~MultiVectorIndex.reopen_spec` describes."""
-    from ..index.chroma import ChromaIndex
-    from ..index.qdrant import QdrantIndex
-
-    kind, kwargs = spec
-    if kind == "qdrant":
-        return QdrantIndex(**kwargs, encoder=encoder)
-    if kind == "chroma":
-        return ChromaIndex(**kwargs, encoder=encoder)
-    raise InvalidInputError(f"unknown index kind {kind!r} in a reopen spec; expected 'qdrant' or 'chroma'")
-
-
 class _IngestActor:
     """One Ray actor: its encoder (and, for a server index, its client) live as long as it does.
     Each call reads, hashes and encodes a batch of files and, given a server, writes it."""
@@ -98,7 +86,7 @@ class _IngestActor:
         self,
         settings: dict[str, Any],
         fingerprint: dict[str, Any],
-        spec: tuple[str, dict[str, Any]] | None,
+        index_address: IndexURI | None,
         threads: int,
         attempts: int,
         max_file_mb: float | None = None,
@@ -116,7 +104,7 @@ class _IngestActor:
                 + "; ".join(differences)
                 + "); install the same lmk-rag and model on every node"
             )
-        self.index = reopen(spec, self.encoder) if spec is not None else None
+        self.index = open_index(index_address, self.encoder) if index_address is not None else None
         self.attempts = attempts
         self.max_file_mb = max_file_mb
         import ray
@@ -219,7 +207,7 @@ def ingest_with_ray(
         # Our bar and summary report progress; Ray Data's own bars and per-run banners would double them.
         logging.getLogger("ray.data").setLevel(logging.WARNING)
         ray.data.DataContext.get_current().enable_progress_bars = False
-        spec = index.reopen_spec()
+        index_address = index.address()
         # Largest files first, in calls small enough that every actor gets several: the pool
         # ends together instead of waiting on one actor's last big batch.
         largest_first = sorted(found.files, key=lambda file: -_size(file[1]))
@@ -241,7 +229,7 @@ def ingest_with_ray(
             fn_constructor_kwargs={
                 "settings": settings,
                 "fingerprint": index.encoder.fingerprint.to_dict(),
-                "spec": spec,
+                "index_address": index_address,
                 "threads": max(1, int(cpus_per_actor)),
                 "attempts": attempts,
                 "max_file_mb": check_max_file_mb(max_file_mb),
@@ -250,7 +238,7 @@ def ingest_with_ray(
         bar = tqdm(total=len(rows), unit="doc", desc="ingest (ray)", disable=not show_progress)
         try:
             for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-                _collect(index, batch, spec is None, summary, attempts)
+                _collect(index, batch, index_address is None, summary, attempts)
                 bar.update(len(batch["id"]))
                 bar.set_postfix_str(f"{summary.tokens / max(time.perf_counter() - t0, 1e-9):.0f} tok/s")
                 logger.info("committed %d documents (%s ... %s)", len(batch["id"]), batch["id"][0], batch["id"][-1])

@@ -22,7 +22,7 @@ LR_DECAYS = ("constant", "linear")
 
 def meta(
     help: str, *, cli: bool = True, choices: tuple[str, ...] | None = None, flag: str | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A :class:`TrainConfig` field's description and how ``lmk-rag train`` offers it (``flag`` names an
     inverted switch such as ``--no-progress`` for a field that defaults to True)."""
     return {"help": help, "cli": cli, "choices": choices, "flag": flag}
@@ -172,7 +172,7 @@ class TrainConfig:
             raise InvalidInputError("granularities must be positive ints, e.g. [32, 64, 128]")
 
 
-def config_fields() -> list[tuple[dataclasses.Field[Any], Any]]:
+def config_fields() -> list[tuple[dataclasses.Field[object], object]]:
     """Each field of :class:`TrainConfig` with its resolved type (for the command line's options)."""
     hints = typing.get_type_hints(TrainConfig)
     return [(f, hints[f.name]) for f in dataclasses.fields(TrainConfig)]

@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from ..errors import InvalidInputError
 
 if TYPE_CHECKING:
     from ..corpora.rst import Page, Section
+    from ..encoding.landmarks import TokenizedBatch
     from .config import TrainConfig
 
 
@@ -92,7 +93,7 @@ def save_pairs(pairs: Sequence[Pair], path: str | Path) -> int:
 
 
 def text_windows(
-    texts: list[str], tokenize: Callable[[list[str]], Any], min_tokens: int, max_tokens: int, seed: int
+    texts: list[str], tokenize: Callable[[list[str]], TokenizedBatch], min_tokens: int, max_tokens: int, seed: int
 ) -> list[str]:
     """Cut documents into consecutive windows of min..max tokens (char slices via token offsets)."""
     rng = random.Random(seed)
@@ -197,7 +198,7 @@ def split_key(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8")).hexdigest()
 
 
-def build_pairs(config: TrainConfig, tokenize: Any) -> list[Pair]:
+def build_pairs(config: TrainConfig, tokenize: Callable[[list[str]], TokenizedBatch]) -> list[Pair]:
     """Every training pair the config asks for: its JSONL pairs, section pairs of its docs and domains,
     and inverse-cloze pairs from windows of all their text."""
     from ..corpora.domains import domains_of, read_domain_pages

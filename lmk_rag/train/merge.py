@@ -20,7 +20,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -35,7 +34,7 @@ from ..folders.lmk import (
     is_lmk_folder,
     lora_settings,
 )
-from ..folders.lora import lora_scaling
+from ..folders.lora import lora_rank, lora_scaling
 from ..folders.models import resolve_model_path
 from ..folders.write import check_destination, write_folder
 
@@ -48,7 +47,7 @@ class _Adapter:
     name: str  # as the user gave it
     folder: Path
     config: LMKFolderConfig
-    settings: dict[str, Any]  # adapter_config.json
+    settings: dict[str, object]  # adapter_config.json
     weights: dict[str, torch.Tensor]
     delta: torch.Tensor
 
@@ -216,7 +215,7 @@ def _write_folder(
     from safetensors.torch import save_file
 
     (out / ADAPTER_DIR).mkdir(parents=True)
-    rank = sum(int(a.settings["r"]) for a in adapters)
+    rank = sum(lora_rank(a.settings) for a in adapters)
     settings = dict(adapters[0].settings)
     settings.update(r=rank, lora_alpha=rank, use_rslora=False, inference_mode=True)
     (out / ADAPTER_DIR / ADAPTER_CONFIG).write_text(

@@ -3,16 +3,21 @@ on the landmark token's input embedding, and its differentiable landmark pass.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..encoder import LMKEncoder
 from ..encoding.batching import make_batch
+from ..encoding.landmarks import Layout
 from ..encoding.pooling import landmark_weights_of, weighted_text_means
 from ..encoding.windows import build_sequences
+from ..errors import InvalidInputError
 from .config import TrainConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class LandmarkStudent(torch.nn.Module):
@@ -20,7 +25,7 @@ class LandmarkStudent(torch.nn.Module):
 
     model: Any  # a Hugging Face model (PeftModel for LoRA)
 
-    def __init__(self, model: Any, landmark_id: int, config: TrainConfig) -> None:
+    def __init__(self, model: PreTrainedModel, landmark_id: int, config: TrainConfig) -> None:
         super().__init__()
         if config.full_finetune:
             self.model = model
@@ -39,6 +44,8 @@ class LandmarkStudent(torch.nn.Module):
             with quiet_loading():
                 self.model = get_peft_model(model, lora)
         embeddings = model.get_input_embeddings().weight
+        if not isinstance(embeddings, torch.Tensor):
+            raise InvalidInputError("the model's input embeddings have no weight matrix to train a landmark offset on")
         self.delta = torch.nn.Parameter(torch.zeros(embeddings.shape[1], device=embeddings.device))
         self.landmark_id = landmark_id
         self.model.get_input_embeddings().register_forward_hook(self._add_delta)
@@ -58,7 +65,9 @@ class LandmarkStudent(torch.nn.Module):
         return hidden
 
 
-def landmark_forward(student: LandmarkStudent, enc: LMKEncoder, texts: list[str]) -> tuple[Any, ...]:
+def landmark_forward(
+    student: LandmarkStudent, enc: LMKEncoder, texts: list[str]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Layout]:
     """Differentiable LMK pass: pooled (B, d), landmark states (M, d), chunk->text, layout."""
     _, layout, _ = enc.lay_out(texts)
     seqs = build_sequences(layout, enc.max_length, enc.window_overlap)

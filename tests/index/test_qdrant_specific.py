@@ -106,9 +106,9 @@ def test_index_uri_carries_cluster_options():
 
 def test_only_server_indexes_can_be_reopened_elsewhere(tmp_path, base_encoder):
     idx = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
-    assert idx.reopen_spec() is None
+    assert idx.address() is None
     idx.close()
-    assert QdrantIndex(location=":memory:", encoder=base_encoder).reopen_spec() is None
+    assert QdrantIndex(location=":memory:", encoder=base_encoder).address() is None
 
 
 @pytest.mark.parametrize("named", [False, True])

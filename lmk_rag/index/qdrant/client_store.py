@@ -391,8 +391,8 @@ class ClientStore:
         ]
 
     def scroll(
-        self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[Record], Any]:
+        self, offset: object, limit: int, with_vectors: bool, where: ParsedFilter = None
+    ) -> tuple[list[Record], object]:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         points, nxt = self.client.scroll(
             self.collection,

@@ -382,8 +382,8 @@ class EdgeStore:
         return out
 
     def scroll(
-        self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[Record], Any]:
+        self, offset: object, limit: int, with_vectors: bool, where: ParsedFilter = None
+    ) -> tuple[list[Record], object]:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         records, nxt = self.shard.scroll(

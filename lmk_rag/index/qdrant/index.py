@@ -32,6 +32,7 @@ from ..filters import ParsedFilter
 from ..fusion import check_fusion, fuse
 from ..hits import Hit, PassageRequest, StoredDocument, hit_from_vectors
 from ..redact import redact_uri
+from ..uri import IndexURI
 from .client_store import ClientStore, auth_error, check_cluster_options, is_connection_error
 from .edge_files import damaged, is_damage
 from .layout import (
@@ -206,11 +207,11 @@ class QdrantIndex(MultiVectorIndex):
     def _write_fingerprint(self, fp: Fingerprint) -> None:
         self.store.write_fingerprint(fp)
 
-    def reopen_spec(self) -> tuple[str, dict[str, Any]] | None:
+    def address(self) -> IndexURI | None:
         """A server collection is reachable from other processes by its URL; embedded and memory ones are not."""
         if self._url is None:
             return None
-        return "qdrant", {"url": self._url, "api_key": self._api_key, "collection": self.collection}
+        return IndexURI("qdrant", url=self._url, api_key=self._api_key, collection=self.collection)
 
     def _translate_error(self, exc: BaseException) -> BaseException:
         refused = auth_error(exc, self.where)

@@ -26,7 +26,7 @@ import math
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from ...errors import InvalidInputError, MissingDependencyError
 from ...types import MultiVector
 from ..filters import ParsedFilter
 from ..hits import StoredDocument
+
+if TYPE_CHECKING:
+    from qdrant_edge import Bm25
 
 POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
 QUANTIZATIONS = ("int8", "binary")
@@ -100,7 +103,7 @@ def default_prefetch_limit(k: int, n_docs: int) -> int:
 
 
 @lru_cache(maxsize=1)
-def bm25_model() -> Any:
+def bm25_model() -> Bm25:
     """The BM25 embedder of every Qdrant store (documents and queries), from Qdrant Edge."""
     try:
         from qdrant_edge import Bm25, Bm25Config

@@ -77,8 +77,8 @@ class QdrantStore(Protocol):
         ...
 
     def scroll(
-        self, offset: Any, limit: int, with_vectors: bool, where: ParsedFilter = None
-    ) -> tuple[list[Record], Any]:
+        self, offset: object, limit: int, with_vectors: bool, where: ParsedFilter = None
+    ) -> tuple[list[Record], object]:
         """Up to ``limit`` points from ``offset`` (matching ``where``) and the next offset (None at the end)."""
         ...
 

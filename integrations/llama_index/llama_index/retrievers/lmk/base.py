@@ -4,7 +4,7 @@ passage, as ``NodeWithScore`` objects."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -98,7 +98,7 @@ def llm_view(node: TextNode) -> TextNode:
     return node
 
 
-def _page_label(metadata: dict[str, Any], span: tuple[int, int]) -> dict[str, str]:
+def _page_label(metadata: Mapping[str, object], span: tuple[int, int]) -> dict[str, str]:
     """``page_label`` of a PDF passage's first page, as LlamaIndex's PDF reader names it; {} otherwise."""
     label = page_fields(metadata, span).get("page_label")
     return {"page_label": str(label)} if label is not None else {}
@@ -160,7 +160,7 @@ class LMKRetriever(BaseRetriever):
         search_mode: SearchMode | None = None,
         neighbours: int = 0,
         passage: str = DEFAULT_PASSAGE_RULE,
-        filters: MetadataFilters | dict[str, Any] | None = None,
+        filters: MetadataFilters | Mapping[str, object] | None = None,
         url: str | None = None,
         api_key: str | None = None,
         **kwargs: Any,
