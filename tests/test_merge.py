@@ -74,6 +74,21 @@ def test_the_merge_is_the_weighted_sum_of_the_merged_models(tmp_path, two_adapte
     assert record["training"]["merged_from"] == [{"model": str(a), "weight": 0.3}, {"model": str(b), "weight": 0.7}]
 
 
+def test_the_merge_records_every_setting_of_its_first_model(tmp_path, two_adapters):
+    """The merged folder records the first model's settings, all of them (the window overlap was
+    dropped when the merge listed them by hand), with its own training record."""
+    import shutil
+
+    a, b = (shutil.copytree(f, tmp_path / f.name) for f in two_adapters)
+    config = json.loads((a / "lmk_config.json").read_text())
+    config.update(window_overlap=7, max_length=96, query_prefix="q: ", layout="lmk")
+    (a / "lmk_config.json").write_text(json.dumps(config))
+    record = json.loads((merge_lmk_folders([a, b], [0.5, 0.5], tmp_path / "soup") / "lmk_config.json").read_text())
+    for name in ("window_overlap", "max_length", "query_prefix", "layout", "granularity", "landmark_token_id"):
+        assert record[name] == config[name], name
+    assert record["training"]["merged_from"][0]["model"] == str(a)
+
+
 def test_a_weight_of_one_gives_that_adapters_vectors(tmp_path, two_adapters):
     a, b = two_adapters
     out = merge_lmk_folders([a, b], [1.0, 0.0], tmp_path / "only-a")

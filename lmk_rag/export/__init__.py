@@ -70,31 +70,12 @@ def _source_folders(encoder: LMKEncoder) -> list[Path]:
     return [Path(p).resolve() for p in found if p and Path(p).is_dir()]
 
 
-def folder_config(
-    encoder: LMKEncoder, base_model: str | None, training: dict[str, Any] | None = None
-) -> LMKFolderConfig:
-    """The settings an LMK folder records, so that it loads with the same vectors."""
-    return LMKFolderConfig(
-        base_model=base_model,
-        pooling=encoder.pooling,
-        granularity=encoder.granularity,
-        landmark_token_id=encoder.special.landmark_id,
-        query_prefix=encoder.query_prefix,
-        document_prefix=encoder.document_prefix,
-        layout=encoder.layout,
-        max_length=encoder.max_length,
-        window_overlap=encoder.window_overlap,
-        landmark_weights=encoder.landmark_weights,
-        training=training or {},
-    )
-
-
 def _save_lmk(encoder: LMKEncoder, folder: Path) -> None:
     """Settings plus the adapter files; a plain model is recorded by its weights' folder or name,
     a fully fine-tuned one ("base_model": ".") carries its (merged) weights."""
     if encoder.adapter is None:  # a sentence-transformers folder may keep its weights in a subfolder
         base = encoder.st_folder.model_path if encoder.st_folder is not None else encoder.model_name
-        folder_config(encoder, base).save(folder)
+        LMKFolderConfig.from_encoder(encoder, base).save(folder)
         return
     source = Path(encoder.adapter)
     recorded = LMKFolderConfig.load(source)
@@ -107,7 +88,7 @@ def _save_lmk(encoder: LMKEncoder, folder: Path) -> None:
             shutil.copytree(item, folder / name)
         elif item.is_file():
             shutil.copy2(item, folder / name)
-    folder_config(encoder, recorded.base_model, recorded.training).save(folder)
+    LMKFolderConfig.from_encoder(encoder, recorded.base_model, recorded.training).save(folder)
 
 
 def _save_weights(encoder: LMKEncoder, folder: Path) -> None:
@@ -122,7 +103,7 @@ def _save_weights(encoder: LMKEncoder, folder: Path) -> None:
 def _save_merged(encoder: LMKEncoder, folder: Path) -> None:
     _save_weights(encoder, folder)
     training = LMKFolderConfig.load(Path(encoder.adapter)).training if encoder.adapter else {}
-    folder_config(encoder, ".", {"merged_from": encoder.model_name, **training}).save(folder)
+    LMKFolderConfig.from_encoder(encoder, ".", {"merged_from": encoder.model_name, **training}).save(folder)
 
 
 def _check_exportable(encoder: LMKEncoder) -> None:
@@ -196,7 +177,7 @@ def _save_sentence_transformers(encoder: LMKEncoder, folder: Path, multi_vector:
         },
     )
     # lmk-rag reads the folder back natively (no code from it is run); the record says what made it.
-    folder_config(encoder, ".", {"exported_from": encoder.model_name}).save(folder)
+    LMKFolderConfig.from_encoder(encoder, ".", {"exported_from": encoder.model_name}).save(folder)
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -15,22 +15,41 @@ model.safetensors, tokenizer) beside ``lmk_config.json`` with ``"base_model": ".
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import torch
 
+from ..encoding.settings import Granularity
 from ..errors import InvalidInputError, ModelLoadError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+    from ..encoder import LMKEncoder
 
 CONFIG_NAME = "lmk_config.json"
 ADAPTER_DIR = "adapter"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # inside ADAPTER_DIR, as peft writes it
 ADAPTER_CONFIG = "adapter_config.json"
 DELTA_NAME = "landmark_delta.safetensors"
+
+
+class FolderSettings(TypedDict, total=False):
+    """The encoder settings a model folder records (an LMK folder's :class:`LMKFolderConfig`, or a
+    sentence-transformers folder's keys); a setting left out is not recorded there."""
+
+    pooling: str
+    granularity: Granularity
+    landmark_token_id: int | None
+    query_prefix: str
+    document_prefix: str
+    layout: str
+    max_length: int
+    window_overlap: int | None
+    landmark_weights: str
 
 
 @dataclass
@@ -40,7 +59,7 @@ class LMKFolderConfig:
 
     base_model: str | None  # None: the packaged default base; ".": the folder itself
     pooling: str = "lmk"
-    granularity: Any = 32
+    granularity: Granularity = 32
     landmark_token_id: int | None = None
     # Recorded by LMKEncoder.save (None: not recorded, the encoder's defaults apply).
     query_prefix: str | None = None
@@ -49,7 +68,42 @@ class LMKFolderConfig:
     max_length: int | None = None
     window_overlap: int | None = None
     landmark_weights: str | None = None
-    training: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_encoder(
+        cls, encoder: LMKEncoder, base_model: str | None, training: Mapping[str, object] | None = None
+    ) -> LMKFolderConfig:
+        """What a folder of ``encoder``'s model records, so that it loads with the same vectors."""
+        return cls(
+            base_model=base_model,
+            pooling=encoder.pooling,
+            granularity=encoder.granularity,
+            landmark_token_id=encoder.special.landmark_id,
+            query_prefix=encoder.query_prefix,
+            document_prefix=encoder.document_prefix,
+            layout=encoder.layout,
+            max_length=encoder.max_length,
+            window_overlap=encoder.window_overlap,
+            landmark_weights=encoder.landmark_weights,
+            training=dict(training or {}),
+        )
+
+    def recorded_settings(self) -> FolderSettings:
+        """The encoder settings this folder records (those it leaves None are not recorded; its k
+        always is, None meaning no landmarks)."""
+        recorded = {
+            "pooling": self.pooling,
+            "granularity": self.granularity,
+            "landmark_token_id": self.landmark_token_id,
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "layout": self.layout,
+            "max_length": self.max_length,
+            "window_overlap": self.window_overlap,
+            "landmark_weights": self.landmark_weights,
+        }
+        return cast(FolderSettings, {k: v for k, v in recorded.items() if v is not None or k == "granularity"})
 
     def save(self, folder: Path) -> None:
         """Write ``lmk_config.json`` into ``folder``."""

@@ -7,13 +7,13 @@ import logging
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from .._version import __version__
 from ..encoding.settings import FROM_MODEL, EncoderSettings
-from .lmk import LMKFolderConfig, apply_adapter, is_lmk_folder
+from .lmk import FolderSettings, LMKFolderConfig, apply_adapter, is_lmk_folder
 from .models import load_model, load_tokenizer, resolve_model_path, special_tokens
 from .st import STFolder
 from .write import verify_written_folder
@@ -57,25 +57,14 @@ def load_folder_config(path: str) -> LMKFolderConfig | None:
     return LMKFolderConfig.load(Path(path)) if is_lmk_folder(path) else None
 
 
-def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict[str, Any]:
+def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> FolderSettings:
     """Settings a model folder records (an LMK folder, else a sentence-transformers folder's
     LMK keys, prompts and max_seq_length); the encoder takes them for settings left unset."""
     if folder is not None:
-        recorded = {
-            "pooling": folder.pooling,
-            "granularity": folder.granularity,
-            "landmark_token_id": folder.landmark_token_id,
-            "query_prefix": folder.query_prefix,
-            "document_prefix": folder.document_prefix,
-            "layout": folder.layout,
-            "max_length": folder.max_length,
-            "window_overlap": folder.window_overlap,
-            "landmark_weights": folder.landmark_weights,
-        }
-        return {k: v for k, v in recorded.items() if v is not None or k == "granularity"}
+        return folder.recorded_settings()
     if st is None:
-        return {}
-    recorded = {
+        return FolderSettings()
+    recorded: dict[str, object] = {
         "query_prefix": st.query_prefix,
         "document_prefix": st.document_prefix,
         "max_length": st.window_length or st.max_seq_length,
@@ -84,7 +73,7 @@ def folder_defaults(folder: LMKFolderConfig | None, st: STFolder | None) -> dict
     if st.is_lmk:
         recorded.update(pooling="lmk", landmark_token_id=st.landmark_token_id, landmark_weights=st.landmark_weights)
         recorded["granularity"] = st.granularity if st.granularity is not None else 32
-    return {k: v for k, v in recorded.items() if v is not None}
+    return cast(FolderSettings, {k: v for k, v in recorded.items() if v is not None})
 
 
 # Settings a model folder may record, and the built-in value where neither the user nor the folder sets one.
@@ -99,11 +88,11 @@ _BUILT_IN = {
 }
 
 
-def fill_from_folder(given: EncoderSettings, recorded: dict[str, Any]) -> dict[str, Any]:
+def fill_from_folder(given: EncoderSettings, recorded: FolderSettings) -> FolderSettings:
     """The folder-recorded settings as the encoder uses them: each given value, else the model
     folder's (:func:`folder_defaults`), else the built-in default; ``granularity="default"`` is the
     folder's k, else 32. Unchecked: the encoder validates them."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, built_in in _BUILT_IN.items():
         value = getattr(given, name)
         if value is None:
@@ -112,7 +101,7 @@ def fill_from_folder(given: EncoderSettings, recorded: dict[str, Any]) -> dict[s
     granularity = given.granularity
     is_default = isinstance(granularity, str) and granularity == FROM_MODEL
     out["granularity"] = recorded.get("granularity", 32) if is_default else granularity
-    return out
+    return cast(FolderSettings, out)
 
 
 def resolve_base(path: str, folder: LMKFolderConfig) -> str:

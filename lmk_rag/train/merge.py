@@ -14,6 +14,7 @@ zero) moves a fine-tuned adapter back toward the pretrained weights, WiSE-FT's r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -224,16 +225,8 @@ def _write_folder(
     save_file({k: v.contiguous() for k, v in lora.items()}, str(out / ADAPTER_DIR / ADAPTER_WEIGHTS))
     save_file({"delta": delta.to(adapters[0].delta.dtype).contiguous()}, str(out / DELTA_NAME))
     first = adapters[0].config
-    LMKFolderConfig(
-        base_model=first.base_model,
-        pooling=first.pooling,
-        granularity=first.granularity,
-        landmark_token_id=first.landmark_token_id,
-        query_prefix=first.query_prefix,
-        document_prefix=first.document_prefix,
-        layout=first.layout,
-        max_length=first.max_length,
-        landmark_weights=first.landmark_weights,
+    dataclasses.replace(
+        first,
         training={
             "merged_from": [{"model": a.name, "weight": w} for a, w in zip(adapters, ws, strict=True)],
             **({"base_weight": base_weight} if base_weight else {}),
