@@ -20,7 +20,8 @@ def mentions_any(node: ast.AST | None) -> bool:
     if node is None:
         return False
     return any(
-        (isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any")
+        (isinstance(n, ast.Name) and n.id == "Any")
+        or (isinstance(n, ast.Attribute) and n.attr == "Any")
         or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "Any" in n.value.replace("AnyStr", ""))
         for n in ast.walk(node)
     )
