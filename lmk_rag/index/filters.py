@@ -21,9 +21,9 @@ backends (:class:`NativeFilter`) for users who already write them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
 from ..errors import InvalidInputError, InvalidTypeError
 
@@ -246,31 +246,41 @@ def to_chroma_where(node: FilterNode) -> dict[str, Any]:
 # ---------------------------------------------------------------- Qdrant
 
 
-class QdrantFilterVocabulary(Protocol):
-    """The filter classes of one Qdrant API (qdrant-client models or qdrant-edge-py)."""
+Cond = TypeVar("Cond")  # one Qdrant API's field condition class
+Flt = TypeVar("Flt")  # and its filter class
 
-    def match(self, key: str, value: str | bool) -> Any:
+
+class QdrantFilterVocabulary(Protocol[Cond, Flt]):
+    """The filter classes of one Qdrant API (qdrant-client models or qdrant-edge-py): conditions
+    of type ``Cond`` and filters of type ``Flt``, which nest."""
+
+    def match(self, key: str, value: str | bool) -> Cond:
         """A condition that the payload at ``key`` equals ``value``."""
 
-    def match_any(self, key: str, values: list[str]) -> Any:
+    def match_any(self, key: str, values: list[str]) -> Cond:
         """A condition that the payload at ``key`` is one of ``values``."""
 
-    def range(self, key: str, **bounds: float) -> Any:
+    def range(self, key: str, **bounds: float) -> Cond:
         """A numeric range condition on ``key`` (``gt``, ``gte``, ``lt``, ``lte``)."""
 
     def filter(
-        self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
-    ) -> Any:
+        self,
+        must: Sequence[Cond | Flt] | None = None,
+        should: Sequence[Cond | Flt] | None = None,
+        must_not: Sequence[Cond | Flt] | None = None,
+    ) -> Flt:
         """A filter of conditions that must all, should (any), or must not hold."""
 
 
-def to_qdrant_filter(node: FilterNode, vocab: QdrantFilterVocabulary, path: Any) -> Any:
+def to_qdrant_filter(node: FilterNode, vocab: QdrantFilterVocabulary[Cond, Flt], path: Callable[[str], str]) -> Flt:
     """A Qdrant filter of the tree; ``path(key)`` gives a metadata key's payload path. Numbers
     are matched by ranges (so 3 finds 3.0, and one float payload index serves every number)."""
     return vocab.filter(must=[_qdrant_condition(node, vocab, path)])
 
 
-def _qdrant_condition(node: FilterNode, vocab: QdrantFilterVocabulary, path: Any) -> Any:
+def _qdrant_condition(
+    node: FilterNode, vocab: QdrantFilterVocabulary[Cond, Flt], path: Callable[[str], str]
+) -> Cond | Flt:
     if isinstance(node, Junction):
         parts = [_qdrant_condition(p, vocab, path) for p in node.parts]
         return vocab.filter(must=parts) if node.op == "$and" else vocab.filter(should=parts)
@@ -278,6 +288,7 @@ def _qdrant_condition(node: FilterNode, vocab: QdrantFilterVocabulary, path: Any
     if node.op in RANGE_OPERATORS:
         return vocab.range(key, **{node.op[1:]: float(node.value)})  # type: ignore[arg-type]
     values = node.value if isinstance(node.value, tuple) else (node.value,)
+    found: Cond | Flt
     if all(isinstance(v, str) for v in values) and len(values) > 1:
         found = vocab.match_any(key, [str(v) for v in values])
     else:
@@ -286,7 +297,7 @@ def _qdrant_condition(node: FilterNode, vocab: QdrantFilterVocabulary, path: Any
     return vocab.filter(must_not=[found]) if node.op in ("$ne", "$nin") else found
 
 
-def _qdrant_equal(key: str, value: Scalar, vocab: QdrantFilterVocabulary) -> Any:
+def _qdrant_equal(key: str, value: Scalar, vocab: QdrantFilterVocabulary[Cond, Flt]) -> Cond:
     if value_kind(value) == "number":
         return vocab.range(key, gte=float(value), lte=float(value))
     return vocab.match(key, value)  # type: ignore[arg-type]

@@ -6,8 +6,8 @@ the fingerprint lives in the point of a ``<collection>__lmk_meta`` collection.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...encoding.inputs import check_int
 from ...errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
@@ -34,6 +34,10 @@ from .layout import (
     point_id,
     unique_documents,
 )
+
+if TYPE_CHECKING:
+    from qdrant_client import models
+
 from .store import ALL_DOCUMENTS, LandmarkVectors, Record, named_vector, reconcile_landmarks, stored_landmarks
 
 _UPSERT_BATCH = 64
@@ -477,19 +481,25 @@ class _ClientFilters:
 
         self.models = models
 
-    def match(self, key: str, value: str | bool) -> Any:
+    def match(self, key: str, value: str | bool) -> models.FieldCondition:
         return self.models.FieldCondition(key=key, match=self.models.MatchValue(value=value))
 
-    def match_any(self, key: str, values: list[str]) -> Any:
+    def match_any(self, key: str, values: list[str]) -> models.FieldCondition:
         return self.models.FieldCondition(key=key, match=self.models.MatchAny(any=values))
 
-    def range(self, key: str, **bounds: float) -> Any:
+    def range(self, key: str, **bounds: float) -> models.FieldCondition:
         return self.models.FieldCondition(key=key, range=self.models.Range(**bounds))
 
     def filter(
-        self, must: list[Any] | None = None, should: list[Any] | None = None, must_not: list[Any] | None = None
-    ) -> Any:
-        return self.models.Filter(must=must, should=should, must_not=must_not)
+        self,
+        must: Sequence[models.FieldCondition | models.Filter] | None = None,
+        should: Sequence[models.FieldCondition | models.Filter] | None = None,
+        must_not: Sequence[models.FieldCondition | models.Filter] | None = None,
+    ) -> models.Filter:
+        def conditions(given: Sequence[models.FieldCondition | models.Filter] | None) -> list[models.Condition] | None:
+            return None if given is None else list(given)
+
+        return self.models.Filter(must=conditions(must), should=conditions(should), must_not=conditions(must_not))
 
 
 def _record(point: Any) -> Record:
