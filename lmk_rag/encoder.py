@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 import torch
@@ -82,6 +82,9 @@ from .folders.models import (
 )
 from .folders.st import is_st_folder, read_st_folder
 from .types import Fingerprint, MultiVector
+
+if TYPE_CHECKING:
+    from .export import SaveFormat
 
 logger = logging.getLogger(__name__)
 _SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(EncoderSettings))
@@ -357,7 +360,7 @@ class LMKEncoder:
                 )
         return results
 
-    def save(self, path: str | os.PathLike[str], format: str = "lmk", *, overwrite: bool = False) -> Path:
+    def save(self, path: str | os.PathLike[str], format: SaveFormat = "lmk", *, overwrite: bool = False) -> Path:
         """Write this encoder to the folder ``path``: ``"lmk"`` (lmk-rag's folder: settings and
         adapter), ``"merged"`` (a plain Hugging Face folder, adapter and landmark offset merged
         into the weights), ``"sentence-transformers"`` (loads with

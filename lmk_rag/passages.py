@@ -12,7 +12,8 @@ keeps in-domain").
 
 from __future__ import annotations
 
-from typing import Final
+import typing
+from typing import Final, Literal
 
 import numpy as np
 
@@ -20,8 +21,9 @@ from .errors import InvalidInputError
 
 #: ``region`` (the default: the landmark whose neighbourhood agrees most) or ``peak`` (the single
 #: most similar landmark: for one-sentence answers in short documents).
-PASSAGE_RULES = ("peak", "region")
-DEFAULT_PASSAGE_RULE: Final = "region"
+PassageRule = Literal["peak", "region"]
+PASSAGE_RULES: tuple[PassageRule, ...] = typing.get_args(PassageRule)
+DEFAULT_PASSAGE_RULE: Final[PassageRule] = "region"
 #: Landmarks on each side that form a landmark's neighbourhood.
 PASSAGE_RADIUS = 3
 #: Weight of the landmark's own similarity; the rest goes to its neighbourhood's mean.
@@ -43,11 +45,12 @@ def passage_scores(
     return blended
 
 
-def check_passage_rule(rule: str) -> str:
+def check_passage_rule(rule: object) -> PassageRule:
     """``rule`` if it is one of :data:`PASSAGE_RULES`; else a ValueError naming them."""
-    if rule not in PASSAGE_RULES:
-        raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {rule!r}")
-    return rule
+    for known in PASSAGE_RULES:
+        if rule == known:
+            return known
+    raise InvalidInputError(f"passage must be one of {PASSAGE_RULES}, got {rule!r}")
 
 
 def locate_passage(similarities: np.ndarray, rule: str = DEFAULT_PASSAGE_RULE) -> int:

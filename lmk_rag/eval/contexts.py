@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from .tasks import RetrievalTask
 
 if TYPE_CHECKING:
     from .runner import EvalRow
+
+#: How the builder's candidate documents are ranked: MaxSim, or MaxSim fused with BM25 (the index's default).
+Ranking = Literal["maxsim", "hybrid"]
 
 Span = tuple[int, int, int]  # document index, start, end
 CHUNKERS = ("tokens:N", "langchain", "llamaindex")
@@ -242,7 +245,7 @@ class LandmarkContexts:
         budget: TokenBudget,
         *,
         k: int = 10,
-        ranking: str = "maxsim",
+        ranking: Ranking = "maxsim",
         rules: dict[str, ContextRule] | None = None,
         min_score: float | None = None,
     ) -> None:
@@ -310,7 +313,7 @@ def context_rows(
     encoder: LMKEncoder,
     chunk_encoder: LMKEncoder,
     *,
-    ranking: str = "hybrid",
+    ranking: Ranking = "hybrid",
     progress: bool = True,
 ) -> list[EvalRow]:
     """``lmk-rag eval --context-tokens``: per task, one row per context method with the

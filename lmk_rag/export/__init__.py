@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidInputError, InvalidTypeError
 from ..folders.lmk import ADAPTER_DIR, DELTA_NAME, LMKFolderConfig
@@ -32,12 +33,13 @@ from ..folders.write import write_folder
 if TYPE_CHECKING:
     from ..encoder import LMKEncoder
 
-SAVE_FORMATS = ("lmk", "merged", "sentence-transformers", "multi-vector")
+SaveFormat = Literal["lmk", "merged", "sentence-transformers", "multi-vector"]
+SAVE_FORMATS: tuple[SaveFormat, ...] = typing.get_args(SaveFormat)
 ST_MODULE_FILE = "lmk_sentence_transformers.py"
 _ST_MODULE_SOURCE = Path(__file__).with_name(ST_MODULE_FILE)
 
 
-def save_encoder(encoder: LMKEncoder, path: str | Path, format: str = "lmk", overwrite: bool = False) -> Path:
+def save_encoder(encoder: LMKEncoder, path: str | Path, format: SaveFormat = "lmk", overwrite: bool = False) -> Path:
     """Write ``encoder`` to the folder ``path`` in ``format`` (see the module docstring).
 
     The folder is written beside its destination and moved into place only when complete, so a

@@ -30,7 +30,7 @@ from ..context import (
 from ..encoder import LMKEncoder
 from ..encoding.inputs import check_int, check_k, check_texts, refuse_renamed
 from ..errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError
-from ..passages import DEFAULT_PASSAGE_RULE, check_passage_rule
+from ..passages import DEFAULT_PASSAGE_RULE, PassageRule, check_passage_rule
 from ..types import Fingerprint, Metadata, MultiVector
 from .filters import (
     FILTER_EXAMPLE,
@@ -211,7 +211,7 @@ class MultiVectorIndex(ABC):
             )
         return parsed
 
-    def _check_search(self, k: int, mode: str | None, neighbours: int, passage: str, text: bool = True) -> SearchMode:
+    def _check_search(self, k: int, mode: object, neighbours: int, passage: object, text: bool = True) -> SearchMode:
         """Validate the search arguments; returns the mode to run (None: the backend's default,
         :attr:`default_mode`, or :attr:`vector_default_mode` for a query given as a vector)."""
         check_k(k)
@@ -236,7 +236,7 @@ class MultiVectorIndex(ABC):
         filter: FilterArg = None,
         mode: SearchMode | None = None,
         neighbours: int = 0,
-        passage: str = DEFAULT_PASSAGE_RULE,
+        passage: PassageRule = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """The k best documents for ``query``, each with its passage: the landmark ``passage``
         names (``region``, the default: the one whose neighbourhood matches best; ``peak``: the
@@ -258,7 +258,7 @@ class MultiVectorIndex(ABC):
         filter: FilterArg = None,
         mode: SearchMode | None = None,
         neighbours: int = 0,
-        passage: str = DEFAULT_PASSAGE_RULE,
+        passage: PassageRule = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """Like :meth:`search` for a query vector already encoded by this index's encoder
         (not ``hybrid``, which needs the query's text: the default is :attr:`vector_default_mode`)."""

@@ -10,14 +10,17 @@ from their landmark vectors (a BM25-only candidate is not left without a dense s
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
 from ..encoding.inputs import check_number
 from ..errors import InvalidInputError
 
-FUSIONS = ("weighted", "rrf")
+Fusion = Literal["weighted", "rrf"]
+FUSIONS: tuple[Fusion, ...] = typing.get_args(Fusion)
 RRF_K = 60
 
 

@@ -17,7 +17,7 @@ from ..errors import (
     InvalidTypeError,
     MissingDependencyError,
 )
-from ..passages import DEFAULT_PASSAGE_RULE
+from ..passages import DEFAULT_PASSAGE_RULE, PassageRule
 from .base import SearchMode, check_ids, check_metadata, id_list
 from .filters import FilterArg
 from .hits import Hit, StoredDocument
@@ -79,7 +79,7 @@ class RemoteIndex:
         filter: FilterArg = None,
         mode: SearchMode | None = None,
         neighbours: int = 0,
-        passage: str = DEFAULT_PASSAGE_RULE,
+        passage: PassageRule = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
         """As :meth:`lmk_rag.index.MultiVectorIndex.search`, run by the server."""
         if not isinstance(query, str):

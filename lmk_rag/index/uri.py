@@ -20,6 +20,7 @@ from .redact import redact_uri
 if TYPE_CHECKING:
     from ..encoder import LMKEncoder
     from .base import MultiVectorIndex
+    from .qdrant.layout import Quantization
 
 URI_HELP = "qdrant:PATH, qdrant+http(s)://host:port, chroma:PATH or chroma+http(s)://host:port"
 
@@ -108,7 +109,9 @@ def parse_index_uri(uri: str) -> IndexURI:
     return IndexURI("qdrant", path=uri)
 
 
-def open_index(uri: IndexURI, encoder: LMKEncoder | None, *, quantization: str | None = None) -> MultiVectorIndex:
+def open_index(
+    uri: IndexURI, encoder: LMKEncoder | None, *, quantization: Quantization | None = None
+) -> MultiVectorIndex:
     """The index a URI names; ``quantization`` applies to Qdrant collections created now."""
     from .chroma import ChromaIndex
     from .qdrant import QdrantIndex

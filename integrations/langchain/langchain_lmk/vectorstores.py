@@ -17,7 +17,7 @@ from lmk_rag.context import DEFAULT_MAX_TOKENS
 from lmk_rag.encoding.inputs import check_int, check_number
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import FilterArg, MultiVectorIndex, SearchMode
-from lmk_rag.passages import DEFAULT_PASSAGE_RULE
+from lmk_rag.passages import DEFAULT_PASSAGE_RULE, PassageRule
 
 from .documents import context_documents, hit_to_document, hit_to_passage
 
@@ -130,7 +130,7 @@ class LMKVectorStore(VectorStore):
         k: int = 4,
         filter: FilterArg = None,
         neighbours: int = 0,
-        passage: str = DEFAULT_PASSAGE_RULE,
+        passage: PassageRule = DEFAULT_PASSAGE_RULE,
     ) -> list[Document]:
         """The passage of each of the k best documents (see :func:`hit_to_passage`; ``passage``:
         ``peak`` or ``region``, as :meth:`lmk_rag.index.base.MultiVectorIndex.search`)."""

@@ -27,6 +27,7 @@ from .layout import (
     Found,
     Plan,
     PointData,
+    Quantization,
     found,
     landmark_point_ids,
     landmark_search,
@@ -121,7 +122,7 @@ def auth_error(exc: BaseException, url: str | None) -> IndexUnavailableError | N
     )
 
 
-def _quantization(quantization: str | None) -> Any:
+def _quantization(quantization: Quantization | None) -> Any:
     from qdrant_client import models
 
     if quantization == "int8":
@@ -170,7 +171,7 @@ class ClientStore:
         client: Any,
         collection: str,
         dimension: int,
-        quantization: str | None,
+        quantization: Quantization | None,
         cluster_options: dict[str, Any] | None = None,
     ) -> None:
         """``cluster_options`` (:data:`CLUSTER_OPTIONS`): shard_number, replication_factor and

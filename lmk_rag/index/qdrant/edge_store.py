@@ -49,7 +49,9 @@ from .layout import (
     Found,
     Plan,
     PointData,
+    Quantization,
     check_owner,
+    check_quantization,
     found,
     landmark_point_ids,
     landmark_search,
@@ -73,7 +75,7 @@ def _edge() -> Any:
     return qdrant_edge
 
 
-def _quantization_config(quantization: str | None) -> Any:
+def _quantization_config(quantization: Quantization | None) -> Any:
     e = _edge()
     if quantization == "int8":
         return e.ScalarQuantizationConfig(e.ScalarType.Int8, quantile=0.99, memory=e.Memory.Pinned)
@@ -82,7 +84,7 @@ def _quantization_config(quantization: str | None) -> Any:
     return None
 
 
-def edge_config(dimension: int, quantization: str | None) -> EdgeConfig:
+def edge_config(dimension: int, quantization: Quantization | None) -> EdgeConfig:
     """Pooled vector with HNSW; landmarks as a MAX_SIM multivector without a graph (rerank only),
     quantized in RAM with the originals on disk when asked; BM25 sparse vectors with IDF."""
     e = _edge()
@@ -104,7 +106,7 @@ def edge_config(dimension: int, quantization: str | None) -> EdgeConfig:
     return config
 
 
-def landmark_config(dimension: int, quantization: str | None) -> EdgeConfig:
+def landmark_config(dimension: int, quantization: Quantization | None) -> EdgeConfig:
     """The landmark index: one plain vector per landmark with an HNSW graph (quantized like the
     collection's landmarks when asked)."""
     e = _edge()
@@ -127,7 +129,7 @@ def landmark_config(dimension: int, quantization: str | None) -> EdgeConfig:
 class EdgeStore:
     """One collection as an Edge shard in ``folder``, and its landmark index as a second shard."""
 
-    def __init__(self, folder: Path, collection: str, dimension: int, quantization: str | None) -> None:
+    def __init__(self, folder: Path, collection: str, dimension: int, quantization: Quantization | None) -> None:
         e = _edge()
         if folder.exists() and not folder.is_dir():
             raise IndexUnavailableError(f"the index path {str(folder)!r} is a file; give a folder for qdrant:PATH")
@@ -140,7 +142,7 @@ class EdgeStore:
             )
         # qdrant-edge-py's EdgeShard (its stub types point ids narrower than the str ids used here).
         self.shard: Any = None
-        self.quantization = meta.get("quantization") if meta is not None else quantization
+        self.quantization = check_quantization(meta.get("quantization")) if meta is not None else quantization
         shard_dir = folder / collection
         check_free_space(folder, opening=True)
         try:

@@ -29,7 +29,7 @@ from ...errors import IndexUnavailableError, InvalidInputError, MissingDependenc
 from ...types import Fingerprint, MultiVector
 from ..base import MultiVectorIndex, SearchMode
 from ..filters import ParsedFilter
-from ..fusion import check_fusion, fuse
+from ..fusion import Fusion, check_fusion, fuse
 from ..hits import Hit, PassageRequest, StoredDocument, hit_from_vectors
 from ..redact import redact_uri
 from ..uri import IndexURI
@@ -39,6 +39,7 @@ from .layout import (
     LANDMARKS,
     Found,
     Plan,
+    Quantization,
     check_quantization,
     default_prefetch_limit,
     document_of,
@@ -88,8 +89,8 @@ class QdrantIndex(MultiVectorIndex):
         collection: str = "lmk",
         encoder: LMKEncoder | None = None,
         prefetch_limit: int | None = None,
-        quantization: str | None = None,
-        hybrid_fusion: str = "weighted",
+        quantization: Quantization | None = None,
+        hybrid_fusion: Fusion = "weighted",
         hybrid_weight: float = 0.5,
         client: Any = None,
         shard_number: int | None = None,
@@ -138,7 +139,7 @@ class QdrantIndex(MultiVectorIndex):
         else:
             self._open_client(client, url, api_key, location, collection, quantization, cluster)
 
-    def _open_embedded(self, folder: Path, collection: str, quantization: str | None) -> None:
+    def _open_embedded(self, folder: Path, collection: str, quantization: Quantization | None) -> None:
         from .edge_files import opening_lock, read_only_copy
         from .edge_store import EdgeStore
 
@@ -163,7 +164,7 @@ class QdrantIndex(MultiVectorIndex):
         api_key: str | None,
         location: str | None,
         collection: str,
-        quantization: str | None,
+        quantization: Quantization | None,
         cluster: dict[str, Any],
     ) -> None:
         given_client = client is not None
@@ -200,7 +201,7 @@ class QdrantIndex(MultiVectorIndex):
             raise
 
     @property
-    def quantization(self) -> str | None:
+    def quantization(self) -> Quantization | None:
         """The landmark vectors' quantization (``int8``, ``binary`` or None), fixed when the collection was created."""
         return self.store.quantization
 

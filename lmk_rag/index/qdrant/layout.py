@@ -23,10 +23,11 @@ than pooled vectors do (docs/results.md, "Where the defaults come from").
 from __future__ import annotations
 
 import math
+import typing
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from qdrant_edge import Bm25
 
 POOLED, LANDMARKS, BM25 = "pooled", "landmarks", "bm25"
-QUANTIZATIONS = ("int8", "binary")
+Quantization = Literal["int8", "binary"]
+QUANTIZATIONS: tuple[Quantization, ...] = typing.get_args(Quantization)
 # Quantized candidates rescored with the original vectors, oversampled per result as much as keeps
 # recall@10 of exact MaxSim (docs/results.md, "Where the defaults come from").
 OVERSAMPLING = {"int8": 2.0, "binary": 16.0}
@@ -88,11 +90,14 @@ def payload_key(key: str) -> str:
     return f'metadata."{key}"'
 
 
-def check_quantization(quantization: str | None) -> str | None:
+def check_quantization(quantization: object) -> Quantization | None:
     """``quantization`` if it is None, ``"int8"`` or ``"binary"``, else an error naming it."""
-    if quantization is not None and quantization not in QUANTIZATIONS:
-        raise InvalidInputError(f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}")
-    return quantization
+    if quantization is None:
+        return None
+    for known in QUANTIZATIONS:
+        if quantization == known:
+            return known
+    raise InvalidInputError(f"quantization must be one of {QUANTIZATIONS} or None, got {quantization!r}")
 
 
 def default_prefetch_limit(k: int, n_docs: int) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...types import Fingerprint
 from ..filters import ParsedFilter, ValueKind
-from .layout import Found, Plan, PointData, landmark_point_ids, point_id
+from .layout import Found, Plan, PointData, Quantization, landmark_point_ids, point_id
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class QdrantStore(Protocol):
     """One collection of LMK documents, one point each (ids: :func:`~.layout.point_id`)."""
 
     #: How landmark vectors are quantized in RAM: None, ``"int8"`` or ``"binary"``.
-    quantization: str | None
+    quantization: Quantization | None
 
     def fingerprint(self) -> Fingerprint | None:
         """The encoder fingerprint the collection records (None: none yet)."""

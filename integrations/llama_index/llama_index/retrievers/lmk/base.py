@@ -4,8 +4,9 @@ passage, as ``NodeWithScore`` objects."""
 from __future__ import annotations
 
 import asyncio
+import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import Document, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
@@ -17,10 +18,11 @@ from lmk_rag.encoding.inputs import check_int
 from lmk_rag.errors import InvalidInputError, InvalidTypeError
 from lmk_rag.index import Hit, MultiVectorIndex, SearchMode
 from lmk_rag.index.remote import RemoteIndex
-from lmk_rag.passages import DEFAULT_PASSAGE_RULE, check_passage_rule
+from lmk_rag.passages import DEFAULT_PASSAGE_RULE, PassageRule, check_passage_rule
 from lmk_rag.types import PAGE_MAP_KEY, page_fields
 
-RETRIEVER_MODES = ("context", "passage")
+RetrieverMode = Literal["context", "passage"]
+RETRIEVER_MODES: tuple[RetrieverMode, ...] = typing.get_args(RetrieverMode)
 # Kept in metadata for filters and deletes, kept out of the text an LLM reads: SimpleDirectoryReader's
 # file metadata, and the LlamaIndex document id LMKVectorStore records.
 REF_DOC_KEY = "ref_doc_id"
@@ -153,13 +155,13 @@ class LMKRetriever(BaseRetriever):
         index: MultiVectorIndex | RemoteIndex | None = None,
         similarity_top_k: int = 4,
         *,
-        mode: str = "context",
+        mode: RetrieverMode = "context",
         max_tokens: int = DEFAULT_MAX_TOKENS,
         token_counter: Callable[[str], int] | str | None = None,
         min_score: float | None = None,
         search_mode: SearchMode | None = None,
         neighbours: int = 0,
-        passage: str = DEFAULT_PASSAGE_RULE,
+        passage: PassageRule = DEFAULT_PASSAGE_RULE,
         filters: MetadataFilters | Mapping[str, object] | None = None,
         url: str | None = None,
         api_key: str | None = None,
