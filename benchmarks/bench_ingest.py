@@ -28,7 +28,7 @@ import torch
 from lmk_rag import LMKEncoder
 from lmk_rag.index import QdrantIndex
 from lmk_rag.ingest import discover, ingest
-from lmk_rag.ingest.ray import connect, ingest_with_ray
+from lmk_rag.ingest.ray import RayExecutor, connect
 
 
 def corpus_folder(source: Path, max_docs: int, into: Path) -> Path:
@@ -79,8 +79,12 @@ def main() -> None:
             index = QdrantIndex(Path(tmp) / name, encoder=encoder)
             try:
                 return timed(
-                    lambda: ingest_with_ray(
-                        index, [source], actors=actors, batch_docs=args.batch_docs, show_progress=False
+                    lambda: ingest(
+                        index,
+                        [source],
+                        executor=RayExecutor(actors=actors),
+                        batch_docs=args.batch_docs,
+                        show_progress=False,
                     )
                 )
             finally:

@@ -18,7 +18,7 @@ from .test_cli import CORPUS, cli, kill_after_commits, many_documents
 pytestmark = pytest.mark.slow  # a Ray cluster, actor pools that load the model, a server
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is part of [test]")
-from lmk_rag.ingest.ray import ingest_with_ray  # noqa: E402 - after the importorskip
+from lmk_rag.ingest.ray import RayExecutor  # noqa: E402 - after the importorskip
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, en
     distributed = QdrantIndex(tmp_path / "ray", encoder=encoder)
     try:
         expected = ingest(single, [docs], show_progress=False)
-        got = ingest_with_ray(distributed, [docs], actors=2, batch_docs=2, show_progress=False)
+        got = ingest(distributed, [docs], executor=RayExecutor(actors=2), batch_docs=2, show_progress=False)
         assert (
             (got.added, got.updated, got.skipped) == (expected.added, expected.updated, expected.skipped) == (6, 0, 0)
         )
@@ -85,7 +85,7 @@ def test_ray_ingest_into_embedded_index_equals_single_process(tmp_path, docs, en
 
         (docs / "tides.md").write_text("Tides, rewritten: the moon pulls the sea twice a day.")
         (docs / "sourdough.md").unlink()
-        again = ingest_with_ray(distributed, [docs], actors=1, prune=True, show_progress=False)
+        again = ingest(distributed, [docs], executor=RayExecutor(actors=1), prune=True, show_progress=False)
         assert (again.added, again.updated, again.skipped, again.pruned) == (0, 1, 4, 1)
         assert names(distributed.ids()) == set(contents(single)) - {"sourdough.md"}
         assert distributed.get([(docs / "tides.md").as_posix()])[0].text.startswith("Tides, rewritten")
@@ -110,7 +110,7 @@ def test_a_batch_that_cannot_be_written_is_retried_then_reported_per_file(tmp_pa
 
     index._upsert = flaky
     try:
-        summary = ingest_with_ray(index, [docs], actors=1, batch_docs=16, show_progress=False, attempts=2)
+        summary = ingest(index, [docs], executor=RayExecutor(actors=1), batch_docs=16, show_progress=False, attempts=2)
         tides = (docs / "tides.md").as_posix()
         assert tides in summary.failed and "disk full" in summary.failed[tides]
         assert summary.added == 5 and names(index.ids()) == {
@@ -131,10 +131,11 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path, encoder):
             ({"actors": 0}, "actors must be an int >= 1"),
             ({"gpus_per_actor": -1}, "gpus_per_actor must be a number >= 0"),
             ({"cpus_per_actor": 0, "gpus_per_actor": 0}, "cpus_per_actor > 0 or gpus_per_actor > 0"),
-            ({"batch_docs": 0}, "batch_docs must be an int >= 1"),
         ):
             with pytest.raises(ValueError, match=match):
-                ingest_with_ray(index, [CORPUS], show_progress=False, **kwargs)
+                ingest(index, [CORPUS], executor=RayExecutor(**kwargs), show_progress=False)
+        with pytest.raises(ValueError, match="batch_docs must be an int >= 1"):
+            ingest(index, [CORPUS], executor=RayExecutor(), batch_docs=0, show_progress=False)
     finally:
         index.close()
 

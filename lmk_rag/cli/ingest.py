@@ -124,11 +124,11 @@ def run_ingest(args: argparse.Namespace) -> int:
             "exclude": args.exclude,
         }
         if args.ray:
-            from ..ingest.ray import connect, ingest_with_ray
+            from ..ingest.ray import RayExecutor, connect
 
             started_ray = connect(args.ray_address)
             options = {k: v for k, v in ray_options.items() if v is not None and k != "address"}
-            summary = ingest_with_ray(index, args.paths, **options, **common)
+            summary = ingest(index, args.paths, executor=RayExecutor(**options), **common)
         else:
             summary = ingest(index, args.paths, **common)
         total = len(index)

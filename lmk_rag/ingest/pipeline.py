@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..encoding.inputs import check_int
 from ..errors import DamagedIndexError, InsufficientSpaceError, InvalidInputError, ReadOnlyIndexError
 from ..index.base import MultiVectorIndex
 from ..types import MultiVector
-from .discovery import DEFAULT_MAX_FILE_MB, _under, check_max_file_mb, discover
+from .discovery import _under
 from .readers import NotText, read_document
 
 if TYPE_CHECKING:
     from ..encoder import LMKEncoder
+    from .driver import RunOptions
 
 logger = logging.getLogger(__name__)
 #: More files than this passed over for one reason are printed as one line (``--json`` lists each).
@@ -230,79 +230,51 @@ def tally(
             summary.tokens += mv.n_tokens
 
 
-def ingest(
-    index: MultiVectorIndex,
-    paths: Sequence[str | Path],
-    *,
-    prune: bool = False,
-    batch_docs: int = 16,
-    show_progress: bool = True,
-    follow_symlinks: bool = False,
-    attempts: int = 3,
-    max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
-    include: Sequence[str] | str | None = None,
-    exclude: Sequence[str] | str | None = None,
-) -> IngestSummary:
-    """Add new and changed files to ``index``, skip unchanged ones; with ``prune``, remove the
-    documents whose files, under the paths given, are gone. ``include`` / ``exclude``: gitignore-style
-    globs (``"*.md"``, ``"build/**"``) against paths below each folder given; every file passed over
-    is in ``summary.ignored`` with the reason. The index's own folder is never read.
-    A batch that cannot be written is retried ``attempts`` times, then reported per file in
-    ``summary.failed`` (the other files are still ingested)."""
-    from tqdm.auto import tqdm
+@dataclass(frozen=True)
+class LocalExecutor:
+    """Reads, encodes and writes in this process, ``batch_docs`` documents at a time (the
+    default executor of :func:`lmk_rag.ingest.ingest`)."""
 
-    check_int("batch_docs", batch_docs)
-    summary = IngestSummary()
-    t0 = time.perf_counter()
-    found = discover(
-        paths,
-        follow_symlinks=follow_symlinks,
-        not_entered=[index.folder] if index.folder else [],
-        max_file_mb=max_file_mb,
-        include=include,
-        exclude=exclude,
-    )
-    files = found.files
-    summary.ignored.update(found.ignored)
-    known = stored_digests(index, [i for i, _ in files])
-    pending: list[ReadFile] = []
+    label: str = "ingest"
 
-    bar = tqdm(total=len(files), unit="doc", desc="ingest", disable=not show_progress)
+    def run(
+        self,
+        index: MultiVectorIndex,
+        files: Sequence[tuple[str, Path]],
+        known: Mapping[str, str | None],
+        options: RunOptions,
+        summary: IngestSummary,
+        done: Callable[[int], None],
+    ) -> None:
+        """See :class:`~.driver.Executor`."""
+        pending: list[ReadFile] = []
 
-    def flush() -> None:
-        if not pending:
-            return
-        # The encoder's own bar (tokens) moves inside long documents; this one counts documents.
-        multis, failed = encode_files(index.encoder, pending, show_progress)
-        failed.update(write_files(index, pending, multis, attempts=attempts))
-        tally(summary, pending, multis, failed)
-        logger.info("committed %d documents (%s ... %s)", len(pending), pending[0].id, pending[-1].id)
-        bar.update(len(pending))
-        elapsed = time.perf_counter() - t0
-        bar.set_postfix_str(f"{summary.tokens / max(elapsed, 1e-9):.0f} tok/s")
-        pending.clear()
+        def flush() -> None:
+            if not pending:
+                return
+            # The encoder's own bar (tokens) moves inside long documents; the run's counts documents.
+            multis, failed = encode_files(index.encoder, pending, options.show_progress)
+            failed.update(write_files(index, pending, multis, attempts=options.attempts))
+            tally(summary, pending, multis, failed)
+            logger.info("committed %d documents (%s ... %s)", len(pending), pending[0].id, pending[-1].id)
+            done(len(pending))
+            pending.clear()
 
-    unpack_limit = check_max_file_mb(max_file_mb)
-    for doc_id, path in files:
-        read = read_for_ingest(doc_id, path, known, unpack_limit)
-        if read.status in ("failed", "ignored", "unchanged"):
-            if read.status == "failed":
-                summary.failed[doc_id] = read.reason
-            elif read.status == "ignored":
-                summary.ignored[doc_id] = read.reason
-            else:
-                summary.skipped += 1
-            bar.update(1)
-            continue
-        pending.append(read)
-        if len(pending) >= batch_docs:
-            flush()
-    flush()
-    bar.close()
-    if prune:
-        summary.pruned = prune_vanished(index, paths, {i for i, _ in files})
-    summary.seconds = time.perf_counter() - t0
-    return summary
+        for doc_id, path in files:
+            read = read_for_ingest(doc_id, path, known, options.max_file_mb)
+            if read.status in ("failed", "ignored", "unchanged"):
+                if read.status == "failed":
+                    summary.failed[doc_id] = read.reason
+                elif read.status == "ignored":
+                    summary.ignored[doc_id] = read.reason
+                else:
+                    summary.skipped += 1
+                done(1)
+                continue
+            pending.append(read)
+            if len(pending) >= options.batch_docs:
+                flush()
+        flush()
 
 
 def prune_vanished(index: MultiVectorIndex, paths: Sequence[str | Path], present: set[str]) -> int:

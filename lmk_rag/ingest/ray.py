@@ -18,9 +18,8 @@ import json
 import logging
 import math
 import pickle
-import time
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,17 +30,8 @@ from ..errors import IncompatibleIndexError, InvalidInputError, LMKError, Missin
 from ..index.base import MultiVectorIndex
 from ..index.uri import IndexURI, open_index
 from ..types import Fingerprint
-from .discovery import DEFAULT_MAX_FILE_MB, check_max_file_mb, discover
-from .pipeline import (
-    IngestSummary,
-    ReadFile,
-    encode_files,
-    prune_vanished,
-    read_for_ingest,
-    stored_digests,
-    tally,
-    write_files,
-)
+from .driver import RunOptions
+from .pipeline import IngestSummary, ReadFile, encode_files, read_for_ingest, tally, write_files
 
 if TYPE_CHECKING:
     pass
@@ -50,7 +40,7 @@ logger = logging.getLogger(__name__)
 #: Calls each actor gets at least (when there are enough files), for an even finish.
 _CALLS_PER_ACTOR = 8
 
-__all__ = ["connect", "ingest_with_ray"]
+__all__ = ["RayExecutor", "connect"]
 
 
 def _ray() -> Any:
@@ -160,99 +150,83 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def ingest_with_ray(
-    index: MultiVectorIndex,
-    paths: Sequence[str | Path],
-    *,
-    actors: int = 2,
-    gpus_per_actor: float = 0.0,
-    cpus_per_actor: float = 1.0,
-    address: str | None = None,
-    prune: bool = False,
-    batch_docs: int = 16,
-    show_progress: bool = True,
-    follow_symlinks: bool = False,
-    attempts: int = 3,
-    max_file_mb: float | None = DEFAULT_MAX_FILE_MB,
-    include: Sequence[str] | str | None = None,
-    exclude: Sequence[str] | str | None = None,
-) -> IngestSummary:
-    """:func:`lmk_rag.ingest.ingest` with encoding (and, for a server index, writing) on a Ray
-    cluster: ``actors`` encoders, each with ``cpus_per_actor`` CPUs and ``gpus_per_actor`` GPUs.
-    Joins the cluster at ``address`` (or starts a local one) unless Ray is running already.
-    Same ids, texts, spans and vectors as the single-process ingest; failures reported per file."""
-    from tqdm.auto import tqdm
+@dataclass(frozen=True)
+class RayExecutor:
+    """Reading and encoding (and, for a server index, writing) on a Ray cluster, for
+    :func:`lmk_rag.ingest.ingest`: ``actors`` encoders, each with ``cpus_per_actor`` CPUs and
+    ``gpus_per_actor`` GPUs. Joins the cluster at ``address`` (or starts a local one) unless Ray is
+    running already. Same ids, texts, spans and vectors as in this process.
 
-    check_int("batch_docs", batch_docs)
-    check_int("actors", actors)
-    check_number("gpus_per_actor", gpus_per_actor, 0)
-    check_number("cpus_per_actor", cpus_per_actor, 0)
-    if cpus_per_actor == 0 and gpus_per_actor == 0:
-        raise InvalidInputError("an actor needs cpus_per_actor > 0 or gpus_per_actor > 0")
-    ray = _ray()
-    summary = IngestSummary()
-    t0 = time.perf_counter()
-    found = discover(
-        paths,
-        follow_symlinks=follow_symlinks,
-        not_entered=[index.folder] if index.folder else [],
-        max_file_mb=max_file_mb,
-        include=include,
-        exclude=exclude,
-    )
-    summary.ignored.update(found.ignored)
-    known = stored_digests(index, [i for i, _ in found.files])
-    if found.files:
-        connect(address)
-        # Our bar and summary report progress; Ray Data's own bars and per-run banners would double them.
+    Example:
+        ``ingest(index, ["docs/"], executor=RayExecutor(actors=8, gpus_per_actor=1, address="auto"))``
+    """
+
+    actors: int = 2
+    gpus_per_actor: float = 0.0
+    cpus_per_actor: float = 1.0
+    address: str | None = None
+    label: str = "ingest (ray)"
+
+    def __post_init__(self) -> None:
+        check_int("actors", self.actors)
+        check_number("gpus_per_actor", self.gpus_per_actor, 0)
+        check_number("cpus_per_actor", self.cpus_per_actor, 0)
+        if self.cpus_per_actor == 0 and self.gpus_per_actor == 0:
+            raise InvalidInputError("an actor needs cpus_per_actor > 0 or gpus_per_actor > 0")
+
+    def run(
+        self,
+        index: MultiVectorIndex,
+        files: Sequence[tuple[str, Path]],
+        known: Mapping[str, str | None],
+        options: RunOptions,
+        summary: IngestSummary,
+        done: Callable[[int], None],
+    ) -> None:
+        """See :class:`~.driver.Executor`."""
+        ray = _ray()
+        connect(self.address)
+        # The run's bar and summary report progress; Ray Data's own bars and per-run banners would double them.
         logging.getLogger("ray.data").setLevel(logging.WARNING)
         ray.data.DataContext.get_current().enable_progress_bars = False
         index_address = index.address()
         # Largest files first, in calls small enough that every actor gets several: the pool
         # ends together instead of waiting on one actor's last big batch.
-        largest_first = sorted(found.files, key=lambda file: -_size(file[1]))
+        largest_first = sorted(files, key=lambda file: -_size(file[1]))
         rows = [
             {"id": i, "path": str(p.absolute()), "sha256": known.get(i) or "", "stored": i in known}
             for i, p in largest_first
         ]
-        per_call = max(1, min(batch_docs, math.ceil(len(rows) / (_CALLS_PER_ACTOR * actors))))
-        settings = {**asdict(index.encoder.settings), "device": "auto" if gpus_per_actor > 0 else "cpu"}
+        per_call = max(1, min(options.batch_docs, math.ceil(len(rows) / (_CALLS_PER_ACTOR * self.actors))))
+        settings = {**asdict(index.encoder.settings), "device": "auto" if self.gpus_per_actor > 0 else "cpu"}
         dataset = ray.data.from_items(rows, override_num_blocks=math.ceil(len(rows) / per_call)).map_batches(
             _IngestActor,
             batch_size=per_call,
             batch_format="numpy",
             # One call in flight per actor: the next call goes to whichever actor is free (calls
             # queued ahead are bound to one actor, which left the other idle at the end).
-            compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
-            num_cpus=cpus_per_actor,
-            num_gpus=gpus_per_actor,
+            compute=ray.data.ActorPoolStrategy(size=self.actors, max_tasks_in_flight_per_actor=1),
+            num_cpus=self.cpus_per_actor,
+            num_gpus=self.gpus_per_actor,
             fn_constructor_kwargs={
                 "settings": settings,
                 "fingerprint": index.encoder.fingerprint.to_dict(),
                 "index_address": index_address,
-                "threads": max(1, int(cpus_per_actor)),
-                "attempts": attempts,
-                "max_file_mb": check_max_file_mb(max_file_mb),
+                "threads": max(1, int(self.cpus_per_actor)),
+                "attempts": options.attempts,
+                "max_file_mb": options.max_file_mb,
             },
         )  # Ray Data restarts actors that die and retries their batches (its defaults)
-        bar = tqdm(total=len(rows), unit="doc", desc="ingest (ray)", disable=not show_progress)
         try:
             for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-                _collect(index, batch, index_address is None, summary, attempts)
-                bar.update(len(batch["id"]))
-                bar.set_postfix_str(f"{summary.tokens / max(time.perf_counter() - t0, 1e-9):.0f} tok/s")
+                _collect(index, batch, index_address is None, summary, options.attempts)
+                done(len(batch["id"]))
                 logger.info("committed %d documents (%s ... %s)", len(batch["id"]), batch["id"][0], batch["id"][-1])
         except Exception as exc:
             cause = _unwrap(exc)
             if cause is not exc:
                 raise cause from exc
             raise
-        finally:
-            bar.close()
-    if prune:
-        summary.pruned = prune_vanished(index, paths, {i for i, _ in found.files})
-    summary.seconds = time.perf_counter() - t0
-    return summary
 
 
 def _collect(

@@ -22,7 +22,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lmk_rag import LMKEncoder
 from lmk_rag.index import ChromaIndex
-from lmk_rag.ingest.ray import ingest_with_ray
+from lmk_rag.ingest import ingest
+from lmk_rag.ingest.ray import RayExecutor
 from tests.chroma_server import start_chroma_server, stop
 
 
@@ -60,7 +61,9 @@ def main() -> None:
             proc, port = start_chroma_server(tmp / "server")
             try:
                 index = ChromaIndex(host="127.0.0.1", port=port, encoder=encoder)
-                summary = ingest_with_ray(index, [tmp / "docs"], actors=2, batch_docs=2, show_progress=False)
+                summary = ingest(
+                    index, [tmp / "docs"], executor=RayExecutor(actors=2), batch_docs=2, show_progress=False
+                )
                 qv = encoder.encode_query(queries)
                 first = [[h.id for h in index.search(q, k=5, mode="maxsim")] for q in queries]
                 again = [[h.id for h in index.search(q, k=5, mode="maxsim")] for q in queries]
