@@ -142,10 +142,11 @@ def open_index(
     )
 
 
-def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None = None) -> Fingerprint | None:
-    """The fingerprint an existing index was built with, or None for a new / empty location.
-    Reads only: a folder that holds no index is left untouched. A Qdrant server is asked with
-    ``api_key``, else ``$QDRANT_API_KEY``. Each backend knows its own storage."""
+def read_fingerprint(uri: IndexURI) -> Fingerprint | None:
+    """The fingerprint the index at ``uri`` (its collection) was built with, or None for a new /
+    empty location. Reads only: a folder that holds no index is left untouched. A Qdrant server
+    is asked with the URI's key, else ``$QDRANT_API_KEY``. Each backend knows its own storage."""
+    collection = uri.collection
     if uri.path is not None:
         folder = Path(uri.path)
         if folder.exists() and not folder.is_dir():
@@ -157,7 +158,7 @@ def read_fingerprint(uri: IndexURI, collection: str = "lmk", api_key: str | None
     if uri.backend == "qdrant":
         from .qdrant.client_store import server_fingerprint
 
-        return server_fingerprint(str(uri.url), api_key or os.environ.get("QDRANT_API_KEY") or None, collection)
+        return server_fingerprint(str(uri.url), uri.api_key or os.environ.get("QDRANT_API_KEY") or None, collection)
     from .chroma import stored_fingerprint
 
     return stored_fingerprint(collection, path=uri.path, host=uri.host, port=uri.port, ssl=uri.ssl, headers=uri.headers)

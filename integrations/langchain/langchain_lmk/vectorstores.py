@@ -275,24 +275,25 @@ class LMKVectorStore(VectorStore):
         Opened with the encoder its fingerprint records; an ``embedding`` given
         (:class:`~langchain_lmk.LMKEmbeddings`) must be that encoder, another class is refused.
         A collection that does not exist, or that lmk-rag did not write, is refused with what was found."""
+        from dataclasses import replace
+
         from lmk_rag import LMKEncoder
         from lmk_rag.errors import IndexNotFoundError
-        from lmk_rag.index import QdrantIndex
-        from lmk_rag.index.uri import parse_index_uri, read_fingerprint
+        from lmk_rag.index.uri import open_index, parse_index_uri, read_fingerprint
 
         given = lmk_encoder_of(embedding)
         if (path is None) == (url is None):
             raise InvalidInputError("give one of path= (an embedded index folder) or url= (a Qdrant server)")
-        uri = parse_index_uri(f"qdrant:{path}" if path is not None else f"qdrant+{url}")
-        stored = read_fingerprint(uri, collection_name, api_key=api_key)
+        where = parse_index_uri(f"qdrant:{path}" if path is not None else f"qdrant+{url}")
+        uri = replace(where, collection=collection_name, api_key=api_key)
+        stored = read_fingerprint(uri)
         if stored is None:
             raise IndexNotFoundError(
                 f"no lmk-rag collection {collection_name!r} at {path or url}; create it with "
                 "LMKVectorStore.from_texts(..., path=/url=) or `lmk-rag ingest`"
             )
         encoder = given or LMKEncoder(**stored.encoder_settings())  # a given encoder is checked on open
-        where: dict[str, Any] = {"path": path} if path is not None else {"url": url, "api_key": api_key}
-        return cls(index=QdrantIndex(**where, collection=collection_name, encoder=encoder), search_mode=search_mode)
+        return cls(index=open_index(uri, encoder), search_mode=search_mode)
 
 
 def lmk_encoder_of(embedding: object) -> LMKEncoder | None:
