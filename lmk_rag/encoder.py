@@ -108,12 +108,19 @@ class _Encoded:
 
 
 class LMKEncoder:
-    """Landmark-pooled text embeddings.
+    """Landmark-pooled text embeddings: one vector per text, or one per landmark with the
+    characters it covers; long texts are encoded whole, in windows.
 
-    >>> enc = LMKEncoder()                       # packaged all-MiniLM-L6-v2, lmk, k=32
-    >>> X = enc.encode(["a text", "another"])    # (2, d) float32, rows L2-normalised
-    >>> mv = enc.encode_multi(["a long text"])[0]
-    >>> mv.pooled, mv.vectors, mv.spans          # (d,), (m, d), [(start, end), ...]
+    Example:
+        ```python
+        from lmk_rag import LMKEncoder
+
+        enc = LMKEncoder()                            # the packaged model: all-MiniLM-L6-v2, LMK, k=32
+        X = enc.encode(["a text", "another"])         # (2, d) float32, rows L2-normalised
+        q = enc.encode_query("how long do tides last?")
+        mv = enc.encode_multi(["a long text ..."])[0]
+        mv.pooled, mv.vectors, mv.spans               # (d,), (m, d), [(start, end), ...]
+        ```
 
     The keyword arguments are the fields of :class:`~lmk_rag.encoding.settings.EncoderSettings`, each
     described there with its default (a test keeps this signature and those fields alike).
@@ -125,7 +132,14 @@ class LMKEncoder:
     absolute-position models may not. An unknown keyword is refused with the list of settings.
 
     Args:
-        model: local folder or hub id; ``None`` is the packaged default.
+        model: A local folder or a hub id already in the local cache; ``None`` is the packaged
+            default (the shipped LMK model).
+
+    Raises:
+        InvalidInputError: A setting out of range, or an unknown keyword (the message lists the
+            settings).
+        ModelLoadError: The model folder cannot be read (the message says what to change).
+        MissingDependencyError: A backend or format that needs an extra (named in the message).
     """
 
     def __init__(
@@ -313,7 +327,22 @@ class LMKEncoder:
         show_progress: bool | None = None,
         normalize: bool | None = None,
     ) -> np.ndarray:
-        """Documents -> (n, d) float32 array, one pooled vector per text, input order kept."""
+        """One pooled vector per document.
+
+        Args:
+            texts: The documents (a list of str; a bare str is refused). Long ones are encoded
+                whole, in windows.
+            batch_size: Sequences per forward pass (default: the encoder's ``batch_size``).
+            show_progress: A progress bar of tokens (default: the encoder's setting).
+            normalize: L2-normalise the rows (default: the encoder's ``normalize``).
+
+        Returns:
+            A ``(len(texts), d)`` float32 array, in input order.
+
+        Raises:
+            InvalidTypeError: ``texts`` is not a list of str.
+            InvalidInputError: A text the tokenizer cannot read (named with its position).
+        """
         items = check_texts(texts)
         out = [
             enc.pooled
@@ -324,7 +353,15 @@ class LMKEncoder:
         return torch.cat(out).numpy()
 
     def encode_query(self, query: str | Sequence[str], *, normalize: bool | None = None) -> np.ndarray:
-        """A query -> (d,); a list of queries -> (n, d). Applies ``query_prefix``."""
+        """Query vectors, with the model's ``query_prefix``.
+
+        Args:
+            query: One query, or a list of them.
+            normalize: L2-normalise (default: the encoder's ``normalize``).
+
+        Returns:
+            A ``(d,)`` vector for a str, a ``(n, d)`` array for a list.
+        """
         single = isinstance(query, str)
         items: list[str] = [query] if isinstance(query, str) else check_texts(query, "query")
         out = [enc.pooled for enc in self._encode_groups(items, self.query_prefix, False, None, False, normalize)]
@@ -339,7 +376,18 @@ class LMKEncoder:
         show_progress: bool | None = None,
         normalize: bool | None = None,
     ) -> list[MultiVector]:
-        """Documents -> one :class:`MultiVector` each: pooled, per-landmark vectors, spans."""
+        """Per-landmark vectors of each document, with the characters each landmark covers.
+
+        Args:
+            texts: The documents (a list of str).
+            batch_size: Sequences per forward pass (default: the encoder's ``batch_size``).
+            show_progress: A progress bar of tokens (default: the encoder's setting).
+            normalize: L2-normalise the vectors (default: the encoder's ``normalize``).
+
+        Returns:
+            One :class:`~lmk_rag.types.MultiVector` per text: ``pooled`` ``(d,)``, ``vectors``
+            ``(m, d)`` and ``spans``, which partition the text in order.
+        """
         items = check_texts(texts)
         results: list[MultiVector] = []
         for enc in self._encode_groups(items, self.document_prefix, True, batch_size, show_progress, normalize):
@@ -367,7 +415,19 @@ class LMKEncoder:
         ``SentenceTransformer(path, trust_remote_code=True)``, no lmk-rag needed) or
         ``"multi-vector"`` (a sentence-transformers ``MultiVectorEncoder`` whose document vectors
         are the landmark vectors). Each loads back with ``LMKEncoder(path)``; see
-        :mod:`lmk_rag.export`."""
+        :mod:`lmk_rag.export`.
+
+        Args:
+            path: The folder to write (made whole beside it, then moved into place).
+            format: One of :data:`~lmk_rag.export.SAVE_FORMATS`.
+            overwrite: Replace an existing folder (never one this encoder was loaded from).
+
+        Returns:
+            The folder written.
+
+        Raises:
+            InvalidInputError: An unknown format, or a folder that exists without ``overwrite``.
+        """
         from .export import save_encoder
 
         return save_encoder(self, os.fspath(path) if isinstance(path, os.PathLike) else path, format, overwrite)

@@ -106,7 +106,23 @@ def check_ids(ids: Sequence[str] | None, n: int) -> list[str]:
 
 
 class MultiVectorIndex(ABC):
-    """Methods shared by every backend; subclasses store and query."""
+    """The index contract every backend keeps (:class:`~lmk_rag.index.QdrantIndex`,
+    :class:`~lmk_rag.index.ChromaIndex`): documents stored with one vector per landmark, searched
+    by MaxSim (or BM25 + MaxSim), each hit with its passage; contexts for an LLM within a token
+    budget. Subclasses store and query; one test suite holds them all to these methods.
+
+    Example:
+        ```python
+        from lmk_rag.index import QdrantIndex
+
+        index = QdrantIndex("./lmk_index")            # embedded; the packaged encoder
+        index.add(["Spring tides come at new and full moon."], ids=["tides"], metadatas=[{"lang": "en"}])
+        hits = index.search("when are tides highest?", k=3, filter={"lang": "en"})
+        hits[0].id, hits[0].score, hits[0].passage    # the document and the passage that answers
+        passages = index.context("when are tides highest?", max_tokens=512)
+        index.close()
+        ```
+    """
 
     def __init__(self, encoder: LMKEncoder | None) -> None:
         self.encoder = encoder if encoder is not None else LMKEncoder()
@@ -171,7 +187,23 @@ class MultiVectorIndex(ABC):
         ids: Sequence[str] | None = None,
         metadatas: Sequence[Mapping[str, object]] | None = None,
     ) -> list[str]:
-        """Encode and store; an id that exists is replaced with all its landmarks."""
+        """Encode documents and store them.
+
+        Args:
+            texts: The documents' texts.
+            ids: One id per text (default: random UUIDs); an id that exists is replaced with all
+                its landmarks.
+            metadatas: One flat dict per text (str, int, float, bool or None values); filters
+                match on them.
+
+        Returns:
+            The ids, in the order of ``texts``.
+
+        Raises:
+            InvalidTypeError: ``texts`` not a list of str, or a metadata value of another type.
+            InvalidInputError: Ids or metadatas that do not match the texts one to one, or a
+                metadata key the stores cannot keep.
+        """
         items = check_texts(texts)
         doc_ids = check_ids(ids, len(items))
         metas = check_metadata(metadatas, len(items))
@@ -238,10 +270,26 @@ class MultiVectorIndex(ABC):
         neighbours: int = 0,
         passage: PassageRule = DEFAULT_PASSAGE_RULE,
     ) -> list[Hit]:
-        """The k best documents for ``query``, each with its passage: the landmark ``passage``
-        names (``region``, the default: the one whose neighbourhood matches best; ``peak``: the
-        single best; see :mod:`lmk_rag.passages`), widened by ``neighbours`` landmarks each side.
-        ``mode``: one of the backend's :attr:`modes`; None is its :attr:`default_mode`."""
+        """The k best documents for ``query``, each with its passage.
+
+        Args:
+            query: The question or search text.
+            k: Documents to return (1 to 10,000).
+            filter: A metadata filter such as ``{"lang": "en", "year": {"$gte": 2020}}`` (see
+                :mod:`lmk_rag.index.filters`), or a Qdrant ``models.Filter`` on a Qdrant index.
+            mode: One of the backend's :attr:`modes`; None is its :attr:`default_mode`.
+            neighbours: Landmarks added to each side of the passage.
+            passage: Which landmark names the passage: ``region`` (the default: the one whose
+                neighbourhood matches best) or ``peak`` (the single best); see :mod:`lmk_rag.passages`.
+
+        Returns:
+            :class:`~lmk_rag.index.hits.Hit` objects, best first: ``id``, ``score`` (the mode's),
+            ``similarity`` (the best landmark's cosine: an absolute scale), ``passage`` and its
+            ``span``, ``text``, ``metadata``, ``pages``.
+
+        Raises:
+            InvalidInputError: A bad ``k``, ``mode``, ``neighbours``, ``passage`` or filter (named).
+        """
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be str, got {type(query).__name__}")
         run_mode = self._check_search(k, mode, neighbours, passage)
@@ -285,11 +333,29 @@ class MultiVectorIndex(ABC):
         rule: ContextRule | None = None,
         **renamed: object,
     ) -> list[Passage]:
-        """The passages, best first, to hand an LLM for ``query`` within ``max_tokens`` tokens, from
-        the ``k`` best documents (``filter``, ``mode``: as in :meth:`search`) by
-        :func:`lmk_rag.context.build_context`. Tokens: by ``token_counter`` (``str -> int``, or your
-        LLM's tokenizer.json folder), else the encoder's. ``min_score``: no passage starts at a
-        landmark less similar (a cosine, as :attr:`Hit.similarity`). An empty index gives []."""
+        """The passages, best first, to hand an LLM for ``query`` within ``max_tokens`` tokens,
+        chosen by :func:`lmk_rag.context.build_context` from the ``k`` best documents.
+
+        Args:
+            query: The question.
+            max_tokens: The budget, in ``token_counter``'s tokens.
+            k: Documents to draw from (default :data:`~lmk_rag.context.CONTEXT_DOCUMENTS`).
+            filter: As in :meth:`search`.
+            mode: As in :meth:`search`.
+            token_counter: Your LLM's tokens: a ``str -> int`` callable, or the folder of its
+                ``tokenizer.json``; default: the encoder's tokenizer.
+            min_score: No passage starts at a landmark less similar to the query (a cosine, as
+                ``Hit.similarity``); :data:`~lmk_rag.context.OFF_TOPIC_MIN_SCORE` empties most
+                off-topic contexts. Default: no floor.
+            rule: The builder's :class:`~lmk_rag.context.ContextRule` (default: the tuned one).
+
+        Returns:
+            :class:`~lmk_rag.context.Passage` objects whose token counts sum to at most
+            ``max_tokens``; [] for an empty index.
+
+        Raises:
+            InvalidInputError: A bad budget, ``min_score`` or ``token_counter`` (named).
+        """
         refuse_renamed("context", renamed)
         budget = check_max_tokens(max_tokens)  # before the query is encoded
         floor = check_min_score(min_score)

@@ -137,7 +137,32 @@ def fingerprint_in(meta: object) -> Fingerprint | None:
 
 class ChromaIndex(MultiVectorIndex):
     """LMK documents in Chroma: ``PersistentClient(path)`` by default, or a server by host/port.
-    Search modes: ``maxsim`` (landmark rows grouped per document, max) and ``pooled``."""
+    Search modes: ``maxsim`` (landmark rows grouped per document, max) and ``pooled``.
+
+    Example:
+        ```python
+        from lmk_rag.index import ChromaIndex
+
+        index = ChromaIndex("./chroma_index")                     # embedded folder
+        server = ChromaIndex(host="localhost", port=8000)         # `chroma run --path DIR`
+        ```
+
+    Args:
+        path: The embedded index's folder.
+        host: A Chroma server's host (with ``port``, ``ssl``, ``headers``).
+        port: The server's port.
+        ssl: Speak HTTPS to the server.
+        headers: HTTP headers for the server (e.g. authorization).
+        collection: The collection's name.
+        encoder: The :class:`~lmk_rag.LMKEncoder`; default: the packaged model.
+        client: A Chroma client you made.
+        overfetch: Landmark rows fetched per document wanted (MaxSim groups them per document).
+
+    Raises:
+        InvalidInputError: Conflicting arguments (named).
+        IncompatibleIndexError: The collection was built with another encoder.
+        MissingDependencyError: chromadb is not installed (``pip install 'lmk-rag[chroma]'``).
+    """
 
     modes = ("maxsim", "pooled")
 

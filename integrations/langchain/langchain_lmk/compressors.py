@@ -24,13 +24,22 @@ class LMKContextCompressor(BaseDocumentCompressor):
     Each passage keeps its document's metadata and adds ``parent_id`` (the document's id),
     ``span_start``/``span_end`` (characters in its text), ``score`` and ``tokens``.
 
-    Example:
-        .. code-block:: python
+    **Instantiate**
 
-            from langchain_classic.retrievers import ContextualCompressionRetriever
-            retriever = ContextualCompressionRetriever(
-                base_compressor=LMKContextCompressor(max_tokens=512), base_retriever=my_store.as_retriever()
-            )
+    ```python
+    from langchain_lmk import LMKContextCompressor
+
+    compressor = LMKContextCompressor(max_tokens=512, token_counter="path/to/your/llm/tokenizer")
+    ```
+
+    **Use with your retriever**
+
+    ```python
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+
+    retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=my_store.as_retriever())
+    passages = retriever.invoke("a question")
+    ```
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")

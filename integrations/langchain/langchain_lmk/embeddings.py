@@ -16,16 +16,23 @@ from lmk_rag.framework_fields import LMKEncoderFields
 class LMKEmbeddings(LMKEncoderFields, Embeddings):
     """Landmark-pooled embeddings for LangChain.
 
-    Long documents are encoded whole, in windows; a user-set ``max_tokens`` truncates with a
+    Long documents are encoded whole, in windows; a user-set ``truncate_tokens`` truncates with a
     logged warning. Objects with the same settings share one loaded model.
 
-    Example:
-        .. code-block:: python
+    **Instantiate**
 
-            from langchain_lmk import LMKEmbeddings
-            emb = LMKEmbeddings()                  # packaged model, pooling="lmk", k=32
-            vectors = emb.embed_documents(["a text", "another"])
-            q = emb.embed_query("a question")
+    ```python
+    from langchain_lmk import LMKEmbeddings
+
+    emb = LMKEmbeddings()  # the packaged model, pooling="lmk", k=32
+    ```
+
+    **Embed**
+
+    ```python
+    vectors = emb.embed_documents(["a text", "another"])
+    q = emb.embed_query("a question")
+    ```
     """
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -30,6 +30,29 @@ class LMKRetriever(BaseRetriever):
     ``url=`` instead of ``index=`` uses the index of an ``lmk-rag serve --index ...`` server
     (a :class:`~lmk_rag.index.RemoteIndex`; ``api_key`` or ``$LMK_RAG_API_KEY``), so many chains
     share one server.
+
+    **Instantiate**
+
+    ```python
+    from langchain_lmk import LMKRetriever
+    from lmk_rag.index import QdrantIndex
+
+    retriever = LMKRetriever(index=QdrantIndex("./lmk_index"), max_tokens=512)
+    remote = LMKRetriever(url="http://127.0.0.1:8080")  # an lmk-rag serve --index ... server
+    ```
+
+    **Retrieve**
+
+    ```python
+    passages = retriever.invoke("a question")
+    passages = await retriever.ainvoke("a question")
+    ```
+
+    **Use in a chain**
+
+    ```python
+    chain = {"context": retriever, "question": RunnablePassthrough()} | prompt | llm
+    ```
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")

@@ -30,14 +30,31 @@ class LMKVectorStore(VectorStore):
     ``similarity_search`` scores by MaxSim over each document's landmarks (``search_mode``
     may be ``"prefetch"`` or ``"pooled"`` on Qdrant); no text splitter is needed.
 
-    Example:
-        .. code-block:: python
+    **Instantiate**
 
-            from lmk_rag.index import QdrantIndex
-            from langchain_lmk import LMKVectorStore
-            store = LMKVectorStore(index=QdrantIndex(path="./lmk_index"))
-            store.add_texts(["a long document ..."], ids=["doc-1"])
-            store.similarity_search("a question", k=4)
+    ```python
+    from langchain_lmk import LMKEmbeddings, LMKVectorStore
+    from lmk_rag.index import QdrantIndex
+
+    store = LMKVectorStore(index=QdrantIndex(path="./lmk_index"))
+    # or, as langchain-qdrant does:
+    store = LMKVectorStore.from_texts(["a long document ..."], LMKEmbeddings(), path="./lmk_index")
+    ```
+
+    **Add and search**
+
+    ```python
+    store.add_texts(["a long document ..."], ids=["doc-1"], metadatas=[{"lang": "en"}])
+    docs = store.similarity_search("a question", k=4, filter={"lang": "en"})
+    scored = store.similarity_search_with_relevance_scores("a question", k=4)
+    ```
+
+    **Use as retriever**
+
+    ```python
+    retriever = store.as_retriever(search_kwargs={"max_tokens": 512})
+    passages = retriever.invoke("a question")  # the passages to hand the LLM
+    ```
     """
 
     def __init__(self, index: MultiVectorIndex, search_mode: SearchMode | None = None) -> None:

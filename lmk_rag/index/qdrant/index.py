@@ -61,14 +61,42 @@ __all__ = ["DEFAULT_PATH", "QdrantIndex", "point_id"]
 
 
 class QdrantIndex(MultiVectorIndex):
-    """LMK documents in Qdrant (embedded Qdrant Edge, a server, or memory).
+    """LMK documents in Qdrant: embedded (Qdrant Edge, a folder), a server or cluster, or memory.
+    Search modes ``hybrid`` (BM25 + MaxSim, the default), ``prefetch``, ``maxsim``, ``pooled``.
 
-    ``prefetch_limit``: with a filter, pooled candidates (under the filter) that join the landmark
-    index's in ``prefetch`` mode (None: chosen from k and the corpus size,
-    :func:`~.layout.default_prefetch_limit`).
-    ``quantization``: ``"int8"`` or ``"binary"`` landmark vectors in RAM, originals on disk for
-    rescoring (fixed when the collection is created). ``hybrid_fusion`` (``"weighted"`` or
-    ``"rrf"``) and ``hybrid_weight`` (BM25's share in ``weighted``) shape ``mode="hybrid"``.
+    Example:
+        ```python
+        from lmk_rag.index import QdrantIndex
+
+        index = QdrantIndex("./lmk_index")                                  # embedded folder
+        server = QdrantIndex(url="http://localhost:6333", api_key="...")    # a server
+        cluster = QdrantIndex(url="http://qdrant-0:6333", shard_number=6, replication_factor=2)
+        ```
+
+    Args:
+        path: The embedded index's folder (default ``./lmk_index`` when no server is given).
+        location: ``":memory:"``: qdrant-client's in-memory store.
+        url: A Qdrant server; ``api_key`` (else ``$QDRANT_API_KEY``) authenticates.
+        api_key: The server's key.
+        collection: The collection's name (letters, digits, ``_``, ``-``).
+        encoder: The :class:`~lmk_rag.LMKEncoder`; default: the packaged model. An existing
+            collection refuses an encoder other than the one that built it.
+        prefetch_limit: With a filter, pooled candidates (under the filter) that join the landmark
+            index's in ``prefetch`` mode (None: chosen from k and the corpus size).
+        quantization: ``"int8"`` or ``"binary"`` landmark vectors in RAM, originals on disk for
+            rescoring (fixed when the collection is created).
+        hybrid_fusion: How ``hybrid`` fuses: ``"weighted"`` scores or ``"rrf"`` ranks.
+        hybrid_weight: BM25's share in ``weighted`` fusion.
+        client: A ``qdrant_client.QdrantClient`` you made.
+        shard_number: Cluster setting of a new collection (a server only).
+        replication_factor: Cluster setting of a new collection (a server only).
+        write_consistency_factor: Cluster setting of a new collection (a server only).
+        on_disk: Keep dense vectors on disk (a server only).
+
+    Raises:
+        InvalidInputError: Conflicting or out-of-range arguments (named).
+        IncompatibleIndexError: The collection was built with another encoder.
+        IndexUnavailableError: The server cannot be reached, or the folder is held by another process.
     """
 
     modes = ("hybrid", "prefetch", "maxsim", "pooled")

@@ -23,12 +23,14 @@ class LMKEmbedding(LMKEncoderFields, BaseEmbedding):
     ``embed_batch_size`` (validated by LlamaIndex) is how many texts LlamaIndex hands over at
     once; ``batch_size`` is the rows per encoder forward pass. Long texts are encoded whole.
 
-    Example:
-        .. code-block:: python
+    **Instantiate**
 
-            from llama_index.core import Settings
-            from llama_index.embeddings.lmk import LMKEmbedding
-            Settings.embed_model = LMKEmbedding()
+    ```python
+    from llama_index.core import Settings
+    from llama_index.embeddings.lmk import LMKEmbedding
+
+    Settings.embed_model = LMKEmbedding()  # the packaged model
+    ```
     """
 
     def __init__(self, **data: Any) -> None:

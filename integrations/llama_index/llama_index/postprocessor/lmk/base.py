@@ -20,7 +20,21 @@ class LMKContextPostprocessor(BaseNodePostprocessor):
     are encoded with LMK and cut down to lmk-rag's context for the query, the best passages
     within ``max_tokens`` tokens. Each passage node keeps its node's metadata, its SOURCE is the
     node's source document, and ``start_char_idx``/``end_char_idx`` are in that document's text
-    (when the node knows where it starts)."""
+    (when the node knows where it starts).
+
+    **Instantiate**
+
+    ```python
+    from llama_index.postprocessor.lmk import LMKContextPostprocessor
+
+    postprocessor = LMKContextPostprocessor(max_tokens=512)
+    ```
+
+    **Use with your index**
+
+    ```python
+    engine = my_index.as_query_engine(similarity_top_k=10, node_postprocessors=[postprocessor])
+    ```"""
 
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Token budget of the passages returned.")
     token_counter: Any = token_counter_field()

@@ -148,7 +148,31 @@ class LMKRetriever(BaseRetriever):
     ``similarity_top_k`` best documents' best landmark passage. Nodes carry
     ``start_char_idx``/``end_char_idx`` in the parent's text and the parent document as SOURCE.
     ``url=`` instead of ``index`` retrieves from an ``lmk-rag serve --index ...`` server (a
-    :class:`~lmk_rag.index.RemoteIndex`; ``api_key`` or ``$LMK_RAG_API_KEY``)."""
+    :class:`~lmk_rag.index.RemoteIndex`; ``api_key`` or ``$LMK_RAG_API_KEY``).
+
+    **Instantiate**
+
+    ```python
+    from llama_index.retrievers.lmk import LMKRetriever
+    from lmk_rag.index import QdrantIndex
+
+    retriever = LMKRetriever(QdrantIndex("./lmk_index"), max_tokens=512)
+    ```
+
+    **Retrieve**
+
+    ```python
+    nodes = retriever.retrieve("a question")
+    nodes = await retriever.aretrieve("a question")
+    ```
+
+    **Use in a query engine**
+
+    ```python
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+    ```"""
 
     def __init__(
         self,

@@ -83,7 +83,31 @@ class LMKVectorStore(BasePydanticVectorStore):
     ``start_char_idx``/``end_char_idx`` in its document's text and the document as SOURCE;
     ``mode="passage"``: each of the ``similarity_top_k`` best documents' best landmark passage.
     ``MetadataFilters`` (EQ, NE, GT, GTE, LT, LTE, IN, NIN, AND / OR) and lmk-rag's dict filters work
-    on every backend; ``delete(ref_doc_id)`` removes a document."""
+    on every backend; ``delete(ref_doc_id)`` removes a document.
+
+    **Instantiate**
+
+    ```python
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.vector_stores.lmk import LMKVectorStore
+    from lmk_rag.index import QdrantIndex
+
+    store = LMKVectorStore(QdrantIndex("./lmk_index"))
+    ```
+
+    **Index documents**
+
+    ```python
+    storage = StorageContext.from_defaults(vector_store=store)
+    index = VectorStoreIndex.from_documents(docs, storage_context=storage, embed_model=store.embed_model)
+    ```
+
+    **Query**
+
+    ```python
+    nodes = index.as_retriever(similarity_top_k=4).retrieve("a question")
+    answer = index.as_query_engine(llm=llm).query("a question")
+    ```"""
 
     stores_text: bool = True
     is_embedding_query: bool = False
