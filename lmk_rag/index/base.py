@@ -105,6 +105,15 @@ def check_ids(ids: Sequence[str] | None, n: int) -> list[str]:
     return items
 
 
+def checked_documents(
+    texts: object, ids: Sequence[str] | None, metadatas: Sequence[Mapping[str, object]] | None
+) -> tuple[list[str], list[str], list[Metadata]]:
+    """(texts, ids, metadatas) of documents to store, checked together: a list of str, one unique
+    id per text (random ones for None), one flat metadata dict per text (empty ones for None)."""
+    items = check_texts(texts)
+    return items, check_ids(ids, len(items)), check_metadata(metadatas, len(items))
+
+
 class MultiVectorIndex(ABC):
     """The index contract every backend keeps (:class:`~lmk_rag.index.QdrantIndex`,
     :class:`~lmk_rag.index.ChromaIndex`): documents stored with one vector per landmark, searched
@@ -204,9 +213,7 @@ class MultiVectorIndex(ABC):
             InvalidInputError: Ids or metadatas that do not match the texts one to one, or a
                 metadata key the stores cannot keep.
         """
-        items = check_texts(texts)
-        doc_ids = check_ids(ids, len(items))
-        metas = check_metadata(metadatas, len(items))
+        items, doc_ids, metas = checked_documents(texts, ids, metadatas)
         if not items:
             return []
         multis = self.encoder.encode_multi(items)
@@ -222,13 +229,11 @@ class MultiVectorIndex(ABC):
         metadatas: Sequence[Mapping[str, object]] | None = None,
     ) -> list[str]:
         """Store documents already encoded by this index's encoder (e.g. encoded elsewhere in bulk)."""
-        items = check_texts(texts)
+        items, doc_ids, metas = checked_documents(texts, ids, metadatas)
         if len(multis) != len(items) or not all(isinstance(m, MultiVector) for m in multis):
             raise InvalidInputError("multis must hold one MultiVector per text")
         if any(m.vectors.shape[1] != self.encoder.dimension for m in multis):
             raise InvalidInputError(f"vectors must have the encoder's dimension {self.encoder.dimension}")
-        doc_ids = check_ids(ids, len(items))
-        metas = check_metadata(metadatas, len(items))
         if items:
             with self._backend():
                 self._upsert(doc_ids, items, metas, list(multis))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..context import DEFAULT_MAX_TOKENS, Passage, check_max_tokens, check_min_score
-from ..encoding.inputs import check_k, check_texts
+from ..encoding.inputs import check_k
 from ..errors import (
     IndexNotFoundError,
     IndexUnavailableError,
@@ -18,7 +18,7 @@ from ..errors import (
     MissingDependencyError,
 )
 from ..passages import DEFAULT_PASSAGE_RULE, PassageRule
-from .base import SearchMode, check_ids, check_metadata, id_list
+from .base import SearchMode, checked_documents, id_list
 from .filters import FilterArg
 from .hits import Hit, StoredDocument
 
@@ -132,9 +132,7 @@ class RemoteIndex:
         metadatas: Sequence[Mapping[str, object]] | None = None,
     ) -> list[str]:
         """Store whole documents on the server (an existing id is replaced); their ids."""
-        items = check_texts(texts)
-        doc_ids = check_ids(ids, len(items))
-        metas = check_metadata(metadatas, len(items))
+        items, doc_ids, metas = checked_documents(texts, ids, metadatas)
         if not items:
             return []
         documents = [{"id": i, "text": t, "metadata": m} for i, t, m in zip(doc_ids, items, metas)]
