@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ...encoding.inputs import check_int
 from ...errors import IncompatibleIndexError, IndexUnavailableError, InvalidInputError
 from ...types import Fingerprint
@@ -281,7 +283,7 @@ class ClientStore:
 
         structs = []
         for p in points:
-            vector: dict[str, Any] = {POOLED: p.pooled, LANDMARKS: p.landmarks}
+            vector: dict[str, Any] = {POOLED: p.pooled.tolist(), LANDMARKS: p.landmarks.tolist()}
             if p.sparse is not None:
                 vector[BM25] = models.SparseVector(indices=p.sparse[0], values=p.sparse[1])
             structs.append(models.PointStruct(id=p.id, vector=vector, payload=p.payload))
@@ -309,7 +311,11 @@ class ClientStore:
         from qdrant_client import models
 
         structs = [
-            models.PointStruct(id=point, vector={LANDMARK_VECTOR: list(v)}, payload={LANDMARK_DOC: doc})
+            models.PointStruct(
+                id=point,
+                vector={LANDMARK_VECTOR: np.asarray(v, dtype=np.float32).tolist()},
+                payload={LANDMARK_DOC: doc},
+            )
             for doc, vectors in documents
             for point, v in zip(landmark_point_ids(doc, len(vectors)), vectors)
         ]

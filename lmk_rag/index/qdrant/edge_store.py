@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 
 LAYOUT_VERSION = 1
 logger = logging.getLogger(__name__)
+#: Landmark-index points written per engine update.
+_LANDMARK_POINTS_PER_UPDATE = 4096
 
 
 def _edge() -> Any:
@@ -237,12 +239,17 @@ class EdgeStore:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         e = _edge()
         points = [
-            e.Point(point, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: doc})
+            (point, v, doc)
             for doc, vectors in documents
             for point, v in zip(landmark_point_ids(doc, len(vectors)), vectors)
         ]
-        if points:
-            self.landmark_shard.update(e.UpdateOperation.upsert_points(points))
+        # In slices: each engine point holds a copy of its vector until the update returns.
+        for start in range(0, len(points), _LANDMARK_POINTS_PER_UPDATE):
+            batch = [
+                e.Point(p, {LANDMARK_VECTOR: v}, {LANDMARK_DOC: d})
+                for p, v, d in points[start : start + _LANDMARK_POINTS_PER_UPDATE]
+            ]
+            self.landmark_shard.update(e.UpdateOperation.upsert_points(batch))
 
     def forget_landmarks(self, doc_points: list[str]) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
@@ -498,5 +505,5 @@ def _is_lock_error(exc: BaseException) -> bool:
 
 def _point_bytes(point: PointData) -> int:
     """About how many bytes a point takes: its vectors as float32 and its payload as JSON."""
-    floats = len(point.pooled) + sum(len(v) for v in point.landmarks)
+    floats = point.pooled.size + point.landmarks.size
     return 4 * floats + len(json.dumps(point.payload, default=str))

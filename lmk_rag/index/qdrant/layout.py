@@ -131,11 +131,13 @@ def sparse_query(text: str) -> tuple[list[int], list[float]]:
 
 @dataclass(frozen=True)
 class PointData:
-    """One document as a point, independent of the client library that writes it."""
+    """One document as a point, independent of the client library that writes it. The vectors
+    stay float32 arrays (qdrant-edge-py takes them as they are; a long document's landmarks as
+    Python floats took ~8x their size)."""
 
     id: str
-    pooled: list[float]
-    landmarks: list[list[float]]
+    pooled: np.ndarray
+    landmarks: np.ndarray
     sparse: tuple[list[int], list[float]] | None
     payload: dict[str, Any]
 
@@ -144,8 +146,8 @@ def to_point(doc_id: str, text: str, meta: dict[str, Any], mv: MultiVector) -> P
     """A document as one point of the layout (see the module), its BM25 vector computed from the text."""
     return PointData(
         point_id(doc_id),
-        mv.pooled.tolist(),
-        mv.vectors.tolist(),
+        np.asarray(mv.pooled, dtype=np.float32),
+        np.asarray(mv.vectors, dtype=np.float32),
         sparse_document(text),
         {
             "doc_id": doc_id,
