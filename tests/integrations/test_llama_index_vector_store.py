@@ -10,7 +10,7 @@ import pytest
 from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import Document, MetadataMode, NodeRelationship
+from llama_index.core.schema import Document, MetadataMode, NodeRelationship, TextNode
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -267,3 +267,44 @@ def test_settings_embed_model_works_and_says_once_that_the_chunk_encoding_was_fo
     assert "embed_model=store.embed_model" in caplog.text
     top = index.as_retriever(similarity_top_k=1).retrieve("How long do solar inverters last?")[0]
     assert top.node.metadata["file_name"] == "home_solar.md"
+
+
+async def test_async_queries_and_writes_leave_the_event_loop_free(make_store, monkeypatch):
+    """LlamaIndex's default async store methods call the sync ones on the event loop; ours run
+    them in a thread, so other coroutines go on while a document is encoded or a query searched."""
+    import asyncio
+    import time
+
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    store = make_store()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    def slowly(method):
+        def wrapper(*args, **kwargs):
+            time.sleep(0.3)  # a slow store or a long document
+            return method(*args, **kwargs)
+
+        return wrapper
+
+    index = store.index
+    for name in ("add", "context"):
+        monkeypatch.setattr(index, name, slowly(getattr(index, name)))
+    task = asyncio.create_task(ticker())
+    try:
+        node = TextNode(id_="tides", text="Spring tides come at new and full moon, neap tides at the quarters.")
+        assert await store.async_add([node]) == ["tides"]
+        after_add = ticks
+        result = await store.aquery(VectorStoreQuery(query_str="When are spring tides?", similarity_top_k=1))
+    finally:
+        task.cancel()
+    assert after_add >= 10 and ticks - after_add >= 10  # the loop ran during each
+    assert result.nodes and "Spring tides" in result.nodes[0].get_content()
+    await store.adelete("tides")
+    assert await store.aget_nodes(node_ids=["tides"]) == []

@@ -9,6 +9,7 @@ usual LlamaIndex code gives landmark passages with no splitter tuning.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -253,6 +254,37 @@ class LMKVectorStore(BasePydanticVectorStore):
             allowed = set(matching)
             ids = [i for i in ids if i in allowed] if node_ids is not None else matching
         return [llm_view(TextNode(id_=d.id, text=d.text, metadata=dict(d.metadata))) for d in self._index.get(ids)]
+
+    # ---------------------------------------------------------------- async
+    # LlamaIndex's defaults run the sync methods on the event loop; these run them in a worker
+    # thread, so encoding, searching and writing never stall other coroutines.
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """:meth:`add` in a worker thread."""
+        return await asyncio.to_thread(self.add, nodes, **kwargs)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """:meth:`delete` in a worker thread."""
+        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
+
+    async def adelete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """:meth:`delete_nodes` in a worker thread."""
+        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    async def aclear(self) -> None:
+        """:meth:`clear` in a worker thread."""
+        await asyncio.to_thread(self.clear)
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **kwargs: Any
+    ) -> list[BaseNode]:
+        """:meth:`get_nodes` in a worker thread."""
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters, **kwargs)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """:meth:`query` in a worker thread."""
+        return await asyncio.to_thread(self.query, query, **kwargs)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The passages that answer ``query.query_str`` (see the class docstring)."""
