@@ -164,7 +164,7 @@ def test_init_from_a_merged_folder_needs_its_rank_and_alpha(tmp_path, tiny_bert_
     for r, alpha in ((16, 32), (32, 16)):  # a rank that differs, an alpha that would rescale silently
         with pytest.raises(ValueError, match=r"rank 32 with lora_alpha 32.*--lora-r 32 --lora-alpha 32"):
             Trainer(config(tmp_path, tiny_bert_dir, text_folder, init_from=str(merged), lora_r=r, lora_alpha=alpha))
-    with pytest.raises(ValueError, match="lora_alpha must be >= 1"):
+    with pytest.raises(ValueError, match="lora_alpha must be an int >= 1"):
         config(tmp_path, tiny_bert_dir, text_folder, lora_alpha=0)
     texts = ["Spring tides come at new and full moon.", "Bulk fermentation takes four to six hours."]
     cont = Trainer(

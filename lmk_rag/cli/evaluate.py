@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..encoding.inputs import is_int_in
 from ..errors import InvalidInputError
 from ..passages import DEFAULT_PASSAGE_RULE, PASSAGE_RULES
 from .options import Command, add_encoder_options, encoder_options, floats, ints
@@ -166,7 +167,7 @@ def run_eval(args: argparse.Namespace) -> int:
         for task in tasks:
             print(f"wrote {export_beir(task, Path(args.export_beir) / task.name)}")
     budgets = args.context_tokens or []
-    if any(b < 1 for b in budgets):
+    if not all(is_int_in(b, 1) for b in budgets):
         raise InvalidInputError(f"--context-tokens must be positive token budgets, got {budgets}")
     if not methods and not budgets:
         return 0

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..encoding.inputs import check_int
 from ..errors import IndexNotFoundError, InvalidInputError
 from ..index.redact import redact_uri
 from .options import Command, add_index_options, add_quantization_option, open_index_of
@@ -47,8 +48,7 @@ def run_copy(args: argparse.Namespace) -> int:
     from ..index import copy_index
     from ..index.uri import open_index, parse_index_uri, read_fingerprint
 
-    if args.batch < 1:
-        raise InvalidInputError(f"--batch must be a positive number, got {args.batch}")
+    check_int("--batch", args.batch)
     source_uri, dest_uri = parse_index_uri(args.source), parse_index_uri(args.dest)
     if _same_store(source_uri, dest_uri):
         raise InvalidInputError(

@@ -73,7 +73,7 @@ def check_granularity(granularity: object) -> int | str | list[int] | None:
         raise InvalidInputError(f"granularity must be {allowed}, got {granularity!r}")
     if isinstance(granularity, Sequence):
         ks = list(granularity)
-        if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks):
+        if not ks or not all(is_int_in(k, 1) for k in ks):
             raise InvalidInputError(f"granularity must be {allowed}, got {granularity!r}")
         return ks
     raise InvalidTypeError(f"granularity must be {allowed}, got {type(granularity).__name__}")

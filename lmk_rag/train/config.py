@@ -13,6 +13,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..encoding.inputs import check_int, check_optional_int, is_int_in
 from ..encoding.pooling import LANDMARK_WEIGHTS, check_landmark_weights
 from ..errors import InvalidInputError
 from ..folders.models import DEFAULT_MODEL
@@ -143,8 +144,7 @@ class TrainConfig:
             raise InvalidInputError("distill_only_steps > 0 needs distill_weight > 0: those steps train nothing else")
         if self.init_from is not None and self.full_finetune:
             raise InvalidInputError("init_from continues a LoRA run; with full_finetune pass the folder as base_model")
-        if self.stop_at_step is not None and not 1 <= self.stop_at_step <= self.steps:
-            raise InvalidInputError(f"stop_at_step must be in 1..steps={self.steps}, got {self.stop_at_step}")
+        check_optional_int("stop_at_step", self.stop_at_step, maximum=self.steps, what=" (at most steps)")
         if self.max_seconds is not None and self.max_seconds <= 0:
             raise InvalidInputError(f"max_seconds must be > 0 (or None for no limit), got {self.max_seconds}")
         for name in ("score_distill_weight", "landmark_weight"):
@@ -152,15 +152,10 @@ class TrainConfig:
                 raise InvalidInputError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.landmark_weights is not None:
             check_landmark_weights(self.landmark_weights)
-        if self.warmup_steps < 0:
-            raise InvalidInputError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        if self.distill_batch_size is not None and self.distill_batch_size < 1:
-            raise InvalidInputError(
-                f"distill_batch_size must be >= 1 (or None for batch_size), got {self.distill_batch_size}"
-            )
+        check_int("warmup_steps", self.warmup_steps, 0)
+        check_optional_int("distill_batch_size", self.distill_batch_size, what=" (None: batch_size)")
         for name in ("steps", "batch_size", "grad_accum", "checkpoint_every", "lora_r", "lora_alpha"):
-            if getattr(self, name) < 1:
-                raise InvalidInputError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name))
         if self.batch_size < 2:
             raise InvalidInputError("batch_size must be >= 2: in-batch negatives need company")
         if not 8 <= self.window_min_tokens <= self.window_max_tokens:
@@ -168,7 +163,7 @@ class TrainConfig:
                 "need 8 <= window_min_tokens <= window_max_tokens, got "
                 f"{self.window_min_tokens} and {self.window_max_tokens}"
             )
-        if not self.granularities or any(k < 1 for k in self.granularities):
+        if not self.granularities or not all(is_int_in(k, 1) for k in self.granularities):
             raise InvalidInputError("granularities must be positive ints, e.g. [32, 64, 128]")
 
 
