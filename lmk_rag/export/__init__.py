@@ -94,7 +94,8 @@ def _save_lmk(encoder: LMKEncoder, folder: Path) -> None:
 
 
 def _save_weights(encoder: LMKEncoder, folder: Path) -> None:
-    """The in-memory model already has the adapter and landmark offset merged (see lmk_folder)."""
+    """The in-memory model already has the adapter and landmark offset merged (see
+    :func:`~lmk_rag.folders.lmk.apply_adapter`)."""
     from ..folders.models import quiet_loading
 
     with quiet_loading():

@@ -31,17 +31,20 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..encoder import LMKEncoder
-from ..errors import IndexUnavailableError, InvalidInputError, InvalidTypeError, LMKError, MissingDependencyError
+from ..errors import IndexUnavailableError, InvalidInputError, LMKError, MissingDependencyError
 from ..types import Fingerprint, MultiVector
 from .base import MultiVectorIndex, SearchMode
 from .filters import NativeFilter, ParsedFilter, to_chroma_where
 from .hits import Hit, PassageRequest, StoredDocument, hit_from_vectors, make_hit
 from .uri import IndexURI
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
 
 _ROWS_PER_WRITE = 2000
 # Generations older than this that no document row names are leftovers of dead writes (no write of
@@ -124,12 +127,9 @@ def stored_fingerprint(
         raise unavailable(exc, where, opening=True) from exc
 
 
-def fingerprint_in(meta: object) -> Fingerprint | None:
+def fingerprint_in(meta: Collection) -> Fingerprint | None:
     """The fingerprint row of a ``<name>__lmk_meta`` collection, or None where there is none yet."""
-    get = getattr(meta, "get", None)
-    if not callable(get):
-        raise InvalidTypeError(f"expected a Chroma collection, got {type(meta).__name__}")
-    found = get(ids=["fingerprint"], include=["metadatas"])
+    found = meta.get(ids=["fingerprint"], include=["metadatas"])
     if not found["ids"] or not found["metadatas"]:
         return None
     return Fingerprint.from_dict(json.loads(str(found["metadatas"][0]["json"])))

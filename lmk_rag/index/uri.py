@@ -119,10 +119,9 @@ def open_index(
     if uri.backend == "qdrant":
         if uri.path:
             return QdrantIndex(uri.path, collection=uri.collection, encoder=encoder, quantization=quantization)
-        api_key = uri.api_key or os.environ.get("QDRANT_API_KEY") or None
         return QdrantIndex(
             url=uri.url,
-            api_key=api_key,
+            api_key=_qdrant_key(uri),
             collection=uri.collection,
             encoder=encoder,
             quantization=quantization,
@@ -158,7 +157,12 @@ def read_fingerprint(uri: IndexURI) -> Fingerprint | None:
     if uri.backend == "qdrant":
         from .qdrant.client_store import server_fingerprint
 
-        return server_fingerprint(str(uri.url), uri.api_key or os.environ.get("QDRANT_API_KEY") or None, collection)
+        return server_fingerprint(str(uri.url), _qdrant_key(uri), collection)
     from .chroma import stored_fingerprint
 
     return stored_fingerprint(collection, path=uri.path, host=uri.host, port=uri.port, ssl=uri.ssl, headers=uri.headers)
+
+
+def _qdrant_key(uri: IndexURI) -> str | None:
+    """A Qdrant server's key: the URI's, else ``$QDRANT_API_KEY``."""
+    return uri.api_key or os.environ.get("QDRANT_API_KEY") or None

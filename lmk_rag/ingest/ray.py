@@ -21,7 +21,7 @@ import pickle
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +32,6 @@ from ..index.uri import IndexURI, open_index
 from ..types import Fingerprint
 from .driver import RunOptions
 from .pipeline import IngestSummary, ReadFile, encode_files, read_for_ingest, tally, write_files
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 #: Calls each actor gets at least (when there are enough files), for an even finish.
@@ -168,6 +165,7 @@ class RayExecutor:
     label: str = "ingest (ray)"
 
     def __post_init__(self) -> None:
+        _ray()  # a missing extra is said before any file is read
         check_int("actors", self.actors)
         check_number("gpus_per_actor", self.gpus_per_actor, 0)
         check_number("cpus_per_actor", self.cpus_per_actor, 0)

@@ -129,8 +129,9 @@ def test_the_retriever_takes_llama_index_metadata_filters_and_hides_file_metadat
 async def test_aretrieve_leaves_the_event_loop_free(index, monkeypatch):
     """BaseRetriever's default ``_aretrieve`` runs the search on the event loop; ours runs it in a
     thread, so other coroutines (a server's other requests) go on meanwhile."""
-    import asyncio
     import time
+
+    from tests.loop_ticks import loop_ticks
 
     retriever = LMKRetriever(index, similarity_top_k=2)
     real = index.context
@@ -140,15 +141,6 @@ async def test_aretrieve_leaves_the_event_loop_free(index, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(index, "context", slow_context)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    nodes = await retriever.aretrieve("How long do solar inverters last?")
-    task.cancel()
-    assert nodes and ticks >= 10  # the loop ran while the retrieval waited
+    async with loop_ticks() as ticks:
+        nodes = await retriever.aretrieve("How long do solar inverters last?")
+    assert nodes and ticks[0] >= 10  # the loop ran while the retrieval waited

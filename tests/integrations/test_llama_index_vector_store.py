@@ -272,19 +272,13 @@ def test_settings_embed_model_works_and_says_once_that_the_chunk_encoding_was_fo
 async def test_async_queries_and_writes_leave_the_event_loop_free(make_store, monkeypatch):
     """LlamaIndex's default async store methods call the sync ones on the event loop; ours run
     them in a thread, so other coroutines go on while a document is encoded or a query searched."""
-    import asyncio
     import time
 
     from llama_index.core.vector_stores.types import VectorStoreQuery
 
-    store = make_store()
-    ticks = 0
+    from tests.loop_ticks import loop_ticks
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
+    store = make_store()
 
     def slowly(method):
         def wrapper(*args, **kwargs):
@@ -296,15 +290,12 @@ async def test_async_queries_and_writes_leave_the_event_loop_free(make_store, mo
     index = store.index
     for name in ("add", "context"):
         monkeypatch.setattr(index, name, slowly(getattr(index, name)))
-    task = asyncio.create_task(ticker())
-    try:
+    async with loop_ticks() as ticks:
         node = TextNode(id_="tides", text="Spring tides come at new and full moon, neap tides at the quarters.")
         assert await store.async_add([node]) == ["tides"]
-        after_add = ticks
+        after_add = ticks[0]
         result = await store.aquery(VectorStoreQuery(query_str="When are spring tides?", similarity_top_k=1))
-    finally:
-        task.cancel()
-    assert after_add >= 10 and ticks - after_add >= 10  # the loop ran during each
+    assert after_add >= 10 and ticks[0] - after_add >= 10  # the loop ran during each
     assert result.nodes and "Spring tides" in result.nodes[0].get_content()
     await store.adelete("tides")
     assert await store.aget_nodes(node_ids=["tides"]) == []

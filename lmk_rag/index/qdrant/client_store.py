@@ -41,7 +41,7 @@ from .layout import (
 if TYPE_CHECKING:
     from qdrant_client import models
 
-from .store import ALL_DOCUMENTS, LandmarkVectors, Record, named_vector, reconcile_landmarks, stored_landmarks
+from .store import ALL_DOCUMENTS, LandmarkVectors, Record, reconcile_landmarks, stored_landmarks
 
 _UPSERT_BATCH = 64
 #: Collection settings a Qdrant cluster needs, fixed when the collection is created.
@@ -397,9 +397,7 @@ class ClientStore:
         points = self.client.retrieve(
             self.collection, ids=ids, with_payload=True, with_vectors=[POOLED, LANDMARKS] if with_vectors else False
         )
-        return [
-            Record(p.payload or {}, named_vector(p.vector, POOLED), named_vector(p.vector, LANDMARKS)) for p in points
-        ]
+        return [Record.of(p) for p in points]
 
     def scroll(
         self, offset: object, limit: int, with_vectors: bool, where: ParsedFilter = None
@@ -413,9 +411,7 @@ class ClientStore:
             with_payload=True if with_vectors else ["doc_id"],
             with_vectors=[POOLED, LANDMARKS] if with_vectors else False,
         )
-        return [
-            Record(p.payload or {}, named_vector(p.vector, POOLED), named_vector(p.vector, LANDMARKS)) for p in points
-        ], nxt
+        return [Record.of(p) for p in points], nxt
 
     def count(self) -> int:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
@@ -507,8 +503,3 @@ class _ClientFilters:
             return None if given is None else list(given)
 
         return self.models.Filter(must=conditions(must), should=conditions(should), must_not=conditions(must_not))
-
-
-def _record(point: Any) -> Record:
-    """A point qdrant-client returned, as the stores hand it over."""
-    return Record(point.payload or {}, named_vector(point.vector, POOLED), named_vector(point.vector, LANDMARKS))

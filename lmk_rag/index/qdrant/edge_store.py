@@ -58,7 +58,7 @@ from .layout import (
     payload_key,
     unique_documents,
 )
-from .store import ALL_DOCUMENTS, LandmarkVectors, Record, named_vector, reconcile_landmarks, stored_landmarks
+from .store import ALL_DOCUMENTS, LandmarkVectors, Record, reconcile_landmarks, stored_landmarks
 
 if TYPE_CHECKING:
     from qdrant_edge import EdgeConfig
@@ -387,7 +387,7 @@ class EdgeStore:
         out = []
         for r in records:
             check_owner(r.id, r.payload)
-            out.append(Record(r.payload or {}, named_vector(r.vector, POOLED), named_vector(r.vector, LANDMARKS)))
+            out.append(Record.of(r))
         return out
 
     def scroll(
@@ -404,10 +404,7 @@ class EdgeStore:
                 with_vector=[POOLED, LANDMARKS] if with_vectors else False,
             )
         )
-        out = []
-        for r in records:
-            out.append(Record(r.payload or {}, named_vector(r.vector, POOLED), named_vector(r.vector, LANDMARKS)))
-        return out, nxt
+        return [Record.of(r) for r in records], nxt
 
     def count(self) -> int:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""

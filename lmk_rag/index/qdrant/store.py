@@ -14,7 +14,7 @@ import numpy as np
 
 from ...types import Fingerprint
 from ..filters import ParsedFilter, ValueKind
-from .layout import Found, Plan, PointData, Quantization, landmark_point_ids, point_id
+from .layout import LANDMARKS, POOLED, Found, Plan, PointData, Quantization, landmark_point_ids, point_id
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,18 @@ AUTO_REBUILD_DOCUMENTS = 5000
 LandmarkVectors = np.ndarray | list[list[float]]
 
 
+class EnginePoint(Protocol):
+    """A point as qdrant-client or qdrant-edge-py returns it."""
+
+    @property
+    def payload(self) -> dict[str, object] | None:
+        """Its JSON payload (None when not asked for)."""
+
+    @property
+    def vector(self) -> object:
+        """Its named vectors: a dict, or None when not asked for."""
+
+
 class Record(NamedTuple):
     """A stored point as the stores return it: its payload, its pooled vector and its landmark
     vectors (the vectors are None when not asked for)."""
@@ -40,10 +52,12 @@ class Record(NamedTuple):
     pooled: Any  # the engine's vector (a list or an array), None when not asked for
     landmarks: Any  # the engine's multivector (a list of lists or an array), None when not asked for
 
-
-def named_vector(vectors: object, name: str) -> object:
-    """The named vector of a point as the engines return it (a dict of vectors), None when absent."""
-    return vectors.get(name) if isinstance(vectors, dict) else None
+    @classmethod
+    def of(cls, point: EnginePoint) -> Record:
+        """A point as either engine returns it (``payload``, and ``vector``: a dict of the named
+        vectors asked for, or None)."""
+        vectors = point.vector if isinstance(point.vector, dict) else {}
+        return cls(point.payload or {}, vectors.get(POOLED), vectors.get(LANDMARKS))
 
 
 class QdrantStore(Protocol):
