@@ -662,7 +662,9 @@ def _damaged_copy(built: Path, tmp_path: Path, pattern: str, damage) -> Path:
 
     folder = tmp_path / "idx"
     shutil.copytree(built, folder)
-    for target in folder.glob(pattern):
+    targets = list(folder.glob(pattern))
+    assert targets, f"nothing to damage at {pattern}: the engine's file layout changed"
+    for target in targets:
         damage(target)
     return folder
 
@@ -718,7 +720,7 @@ def test_a_damaged_landmark_index_of_a_large_index_falls_back_to_pooled_candidat
     folder = _damaged_copy(
         built_index,
         tmp_path,
-        "lmk.landmarks/segments/*/vector_storage-lm/vectors/chunk_0.mmap",
+        "lmk.landmarks/segments/*/vector_storage-lm/tq_vectors/chunk_0.mmap",
         lambda p: os.truncate(p, 100),
     )
     found = cli("search", "tides and the moon", "--index", f"qdrant:{folder}", "--json")
@@ -749,8 +751,9 @@ def _replace_folder_by_a_file(path: Path) -> None:
     [
         ("lmk.landmarks/edge_config.json", lambda p: p.unlink()),  # config deleted
         ("lmk.landmarks/edge_config.json", lambda p: p.write_text("{garbled")),
-        ("lmk.landmarks/segments/*/vector_storage-lm/vectors/chunk_0.mmap", lambda p: os.truncate(p, 100)),
-        ("lmk.landmarks/segments/*/vector_storage-lm/vectors/chunk_0.mmap", _random_bytes),  # random vectors
+        # the landmark index's 4-bit codes (LANDMARK_DATATYPE)
+        ("lmk.landmarks/segments/*/vector_storage-lm/tq_vectors/chunk_0.mmap", lambda p: os.truncate(p, 100)),
+        ("lmk.landmarks/segments/*/vector_storage-lm/tq_vectors/chunk_0.mmap", _random_bytes),  # random codes
         ("lmk.landmarks/segments/*/payload_storage/page_0.dat", lambda p: p.write_bytes(bytes(p.stat().st_size))),
         ("lmk.landmarks", _replace_folder_by_a_file),
     ],

@@ -288,3 +288,63 @@ def test_an_index_without_its_landmark_index_gets_one_on_open(tmp_path, base_enc
         assert [h.id for h in again.search(QUERIES[0], k=3, mode="prefetch")] == expected
     finally:
         again.close()
+
+
+def test_the_landmark_index_keeps_compressed_vectors_and_the_default_search_stays_exact(
+    tmp_path, base_encoder, monkeypatch
+):
+    """The landmark vectors are kept in full once (the collection's); the landmark index stores
+    compressed ones and only finds candidates, rescored by exact MaxSim. An index made with a
+    float32 landmark index keeps it, and its exact scores, until a rebuild compresses it."""
+    from lmk_rag.index.qdrant import edge_store
+    from lmk_rag.index.qdrant.layout import LANDMARK_DATATYPE
+
+    assert LANDMARK_DATATYPE != "float32"
+    landmark_config = tmp_path / "idx" / "lmk.landmarks" / "edge_config.json"
+
+    def same_as_exact(index: QdrantIndex) -> None:
+        for query in QUERIES:
+            default, exact = index.search(query, k=4, mode="prefetch"), index.search(query, k=4, mode="maxsim")
+            assert [h.id for h in default] == [h.id for h in exact]
+            assert np.allclose([h.score for h in default], [h.score for h in exact], atol=1e-6)
+            assert [h.landmark for h in default] == [h.landmark for h in exact]
+
+    monkeypatch.setattr(edge_store, "LANDMARK_DATATYPE", "float32")
+    idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    assert idx.store.landmark_scores_exact and "datatype" not in landmark_config.read_text()
+    same_as_exact(idx)
+    idx.close()
+    monkeypatch.undo()
+
+    again = QdrantIndex(tmp_path / "idx", encoder=base_encoder)  # made before: float32 kept
+    try:
+        assert again.store.landmark_scores_exact
+        same_as_exact(again)
+        again.rebuild_landmark_index()  # what `lmk-rag ingest --verify` does
+        assert not again.store.landmark_scores_exact
+        assert json.loads(landmark_config.read_text())["vectors"]["lm"]["datatype"] == LANDMARK_DATATYPE
+        same_as_exact(again)
+        again.add([TEXTS[0] + " A new sentence about tidal bores."], ids=["fresh"])
+        same_as_exact(again)
+    finally:
+        again.close()
+    reopened = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
+    try:
+        assert not reopened.store.landmark_scores_exact  # read back from the shard's configuration
+        same_as_exact(reopened)
+    finally:
+        reopened.close()
+
+
+def test_a_compressed_landmark_vector_is_told_from_a_wrong_one():
+    from lmk_rag.index.qdrant.store import same_vector
+
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=384).astype(np.float32)
+    v /= np.linalg.norm(v)
+    near = v + rng.normal(0, 0.004, 384).astype(np.float32)  # about what 4-bit codes keep (cosine ~0.997)
+    other = rng.normal(size=384).astype(np.float32)
+    assert same_vector(near, v, exact=False) and not same_vector(near, v, exact=True)
+    assert not same_vector(other, v, exact=False) and not same_vector(np.zeros(384, np.float32), v, exact=False)
+    assert not same_vector(v[:100], v, exact=False)
+    assert same_vector(v.copy(), v, exact=True)

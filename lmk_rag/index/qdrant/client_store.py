@@ -184,6 +184,7 @@ class ClientStore:
 
         self.client, self.collection = client, collection
         self.quantization = quantization
+        self.landmark_scores_exact = True  # a server's landmark index keeps float32 vectors
         cluster, on_disk = check_cluster_options(dict(cluster_options or {}))
         if not client.collection_exists(collection):
             quantized = _quantization(quantization)

@@ -39,6 +39,7 @@ from .journal import FileJournal
 from .layout import (
     BM25,
     BM25_SETTINGS,
+    LANDMARK_DATATYPE,
     LANDMARK_DOC,
     LANDMARK_EF_CONSTRUCT,
     LANDMARK_HNSW_M,
@@ -47,6 +48,7 @@ from .layout import (
     OVERSAMPLING,
     POOLED,
     Found,
+    LandmarkDatatype,
     Plan,
     PointData,
     Quantization,
@@ -108,24 +110,42 @@ def edge_config(dimension: int, quantization: Quantization | None) -> EdgeConfig
     return config
 
 
-def landmark_config(dimension: int, quantization: Quantization | None) -> EdgeConfig:
-    """The landmark index: one plain vector per landmark with an HNSW graph (quantized like the
-    collection's landmarks when asked)."""
+_DATATYPE_NAMES = {"float16": "Float16", "turbo8": "Turbo8", "turbo4": "Turbo4"}
+
+
+def landmark_config(
+    dimension: int, quantization: Quantization | None, datatype: LandmarkDatatype | None = None
+) -> EdgeConfig:
+    """The landmark index: one vector per landmark with an HNSW graph, stored as ``datatype``
+    (see :data:`~.layout.LANDMARK_DATATYPE`); float32 ones are quantized like the collection's
+    landmarks when asked (compressed ones are smaller than any quantized copy already)."""
     e = _edge()
-    quantized = _quantization_config(quantization)
+    datatype = datatype or LANDMARK_DATATYPE
+    compressed = datatype != "float32"
     config: EdgeConfig = e.EdgeConfig(
         vectors={
             LANDMARK_VECTOR: e.EdgeVectorParams(
                 size=dimension,
                 distance=e.Distance.Cosine,
+                datatype=getattr(e.VectorStorageDatatype, _DATATYPE_NAMES[datatype]) if compressed else None,
                 hnsw_config=e.HnswIndexConfig(
                     m=LANDMARK_HNSW_M, ef_construct=LANDMARK_EF_CONSTRUCT, full_scan_threshold=10000
                 ),
-                quantization_config=quantized,
+                quantization_config=None if compressed else _quantization_config(quantization),
             ),
         },
     )
     return config
+
+
+def stored_datatype(shard_dir: Path, vector: str) -> str:
+    """How a shard stores ``vector`` (``float32`` unless its configuration names another datatype),
+    read from the configuration file the engine wrote (its API does not tell)."""
+    try:
+        params = json.loads((shard_dir / SHARD_MARKER).read_text())["vectors"][vector]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "float32"
+    return str(params.get("datatype") or "float32").lower() if isinstance(params, dict) else "float32"
 
 
 class EdgeStore:
@@ -178,6 +198,8 @@ class EdgeStore:
         collection does not, so a damaged or stale one is rebuilt from the collection, never trusted."""
         lm_dir = landmark_shard_dir(self.folder, self.collection)
         self.landmark_shard: Any = None
+        #: Whether the landmark index's scores are exact cosines (float32 vectors), see the store contract.
+        self.landmark_scores_exact = True
         self._journal = FileJournal(self.folder, self.collection)
         self._landmarks_ok = True
         pending = self._journal.pending()
@@ -190,6 +212,7 @@ class EdgeStore:
             if (lm_dir / SHARD_MARKER).is_file() and not rebuilding:
                 try:
                     self.landmark_shard = load_shard(lm_dir)
+                    self.landmark_scores_exact = stored_datatype(lm_dir, LANDMARK_VECTOR) == "float32"
                 except BaseException as exc:  # an engine panic is a BaseException
                     if not (isinstance(exc, Exception) or is_damage(exc)) or _is_lock_error(exc):
                         raise
@@ -222,6 +245,7 @@ class EdgeStore:
             shutil.rmtree(lm_dir)
         lm_dir.mkdir(parents=True)
         self.landmark_shard = e.EdgeShard.create(str(lm_dir), landmark_config(self.dimension, self.quantization))
+        self.landmark_scores_exact = stored_datatype(lm_dir, LANDMARK_VECTOR) == "float32"
         self.landmark_shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
         filled = False
         for documents in stored_landmarks(self):

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from .client_store import ClientStore, auth_error, check_cluster_options, is_con
 from .edge_files import damaged, is_damage
 from .layout import (
     LANDMARKS,
+    RESCORED_EXTRA,
     Found,
     Plan,
     Quantization,
@@ -351,10 +353,11 @@ class QdrantIndex(MultiVectorIndex):
             raise InvalidInputError("mode='hybrid' needs the query text: use search(), not search_by_vector()")
         pool = max(10 * k, 50)
         # Candidates as ids and scores only (vectors cross into Python slowly), the exact MaxSim of
-        # BM25's candidates that MaxSim did not bring, then the k winners whole.
-        dense = self._candidates_reranked(vector, pool, where, payload=False)
+        # BM25's candidates that MaxSim did not bring (scored with the dense candidates where those
+        # are rescored anyway), then the k winners whole.
         bm25_plan = Plan("bm25", pool, where, sparse=sparse_query(text), payload=False, landmarks=False)
         lexical = self.store.search([bm25_plan])[0]
+        dense = self._candidates_reranked(vector, pool, where, payload=False, also=[f.id for f in lexical])
         maxsim = {f.id: f.score for f in dense}
         missing = [f.id for f in lexical if f.id not in maxsim]
         if missing:
@@ -373,22 +376,25 @@ class QdrantIndex(MultiVectorIndex):
         return [self._hit(f, f.score, q, passage) for f in winners]
 
     def _candidates_reranked(
-        self, vector: list[float], limit: int, where: ParsedFilter, *, payload: bool = True
+        self, vector: list[float], limit: int, where: ParsedFilter, *, payload: bool = True, also: Sequence[str] = ()
     ) -> list[Found]:
         """The ``limit`` best documents by exact MaxSim among candidates: the documents of the best
         landmarks in the landmark index (see :mod:`.layout`), and with a filter also the best pooled
-        vectors under it (the landmark index holds no metadata), each scored once."""
-        # Unfiltered over float vectors, the landmark scores are exact MaxSim: the k best need only
-        # their payload and vectors. Otherwise a few more than asked (quantized scores may misorder;
-        # not twice a hybrid pool of 100), scored by exact MaxSim.
-        exact = where is None and self.store.quantization is None
-        scored = self.store.landmark_candidates(vector, limit if exact else limit + min(limit, 20))
+        vectors under it (the landmark index holds no metadata), each scored once. Where candidates
+        are rescored, the ``also`` documents are scored in the same query and returned too."""
+        # Unfiltered over float32 vectors, the landmark scores are exact MaxSim: the k best need
+        # only their payload and vectors. Otherwise a few more than asked (compressed or quantized
+        # scores may misorder; not twice a hybrid pool of 100), scored by exact MaxSim.
+        exact = where is None and self.store.quantization is None and self.store.landmark_scores_exact
+        scored = self.store.landmark_candidates(vector, limit if exact else limit + min(limit, RESCORED_EXTRA))
         if exact and scored is not None:
             return self._fetched(scored, payload)
         plans = []
         ids = None if scored is None else [doc for doc, _ in scored]
         if ids:
-            plans.append(Plan("maxsim", limit, where, vector=vector, payload=payload, landmarks=payload, ids=ids))
+            seen = set(ids)
+            ids += [doc for doc in dict.fromkeys(also) if doc not in seen]
+            plans.append(Plan("maxsim", len(ids), where, vector=vector, payload=payload, landmarks=payload, ids=ids))
         if where is not None or ids is None:  # a filter, or no readable landmark index: pooled candidates too
             prefetch = max(self._prefetch(limit), limit)
             plans.append(
@@ -400,7 +406,9 @@ class QdrantIndex(MultiVectorIndex):
         for result in self.store.search(plans):
             for f in result:
                 best.setdefault(f.id, f)  # both score exact MaxSim: the same document scores the same
-        return sorted(best.values(), key=lambda f: -f.score)[:limit]
+        ranked = sorted(best.values(), key=lambda f: -f.score)
+        wanted = set(also)
+        return ranked[:limit] + [f for f in ranked[limit:] if f.id in wanted]
 
     def _fetched(self, scored: list[tuple[str, float]], payload: bool) -> list[Found]:
         """Documents with their scores as found, their payload and landmark vectors read when asked

@@ -15,9 +15,11 @@ The payload keeps the user's id, text, metadata and each landmark's character sp
 Beside the collection, a **landmark index**: one point per landmark (vector ``lm``, HNSW; payload
 ``doc``, its document's point id), in a second shard (embedded) or collection (server). A query
 is one vector, so a document's MaxSim is its best landmark's score: the best landmarks through
-the graph name the documents that rank first (their scores are their MaxSim, unless quantized:
-then exact MaxSim over the collection scores them). It finds the exact MaxSim top 10 more often
-than pooled vectors do (docs/results.md, "Where the defaults come from").
+the graph name the documents that rank first. It finds the exact MaxSim top 10 more often than
+pooled vectors do (docs/results.md, "Where the defaults come from"). An embedded landmark index
+stores 4-bit TurboQuant codes (:data:`LANDMARK_DATATYPE`), so the landmark vectors are kept in
+full once, in the collection: its candidates are rescored by exact MaxSim there. A server's keeps
+float32 vectors, whose scores are the MaxSim itself (unless quantized: then rescored too).
 """
 
 from __future__ import annotations
@@ -54,6 +56,16 @@ MIN_PREFETCH = 100
 # The landmark index: its vector's name, the payload key of each landmark's document, and how it is searched.
 LANDMARK_VECTOR, LANDMARK_DOC = "lm", "doc"
 LANDMARK_HNSW_M, LANDMARK_EF_CONSTRUCT = 16, 100
+#: How an embedded landmark index stores its vectors. ``float32`` keeps them whole (a landmark's
+#: score is its exact cosine); the compressed kinds (Qdrant's float16 and TurboQuant storage
+#: datatypes: no float copy kept) make it a candidate finder whose documents are rescored by exact
+#: MaxSim over the collection's float32 landmarks, so the landmark vectors are stored in full once.
+LandmarkDatatype = Literal["float32", "float16", "turbo8", "turbo4"]
+LANDMARK_DATATYPES: tuple[LandmarkDatatype, ...] = typing.get_args(LandmarkDatatype)
+LANDMARK_DATATYPE: LandmarkDatatype = "turbo4"
+#: Documents rescored by exact MaxSim per document asked for, when the landmark index's scores are
+#: approximate (compressed or quantized vectors, or a filter): the k best among k + min(k, this).
+RESCORED_EXTRA = 20
 
 
 def landmark_search(limit: int) -> tuple[int, int]:

@@ -65,6 +65,10 @@ class QdrantStore(Protocol):
 
     #: How landmark vectors are quantized in RAM: None, ``"int8"`` or ``"binary"``.
     quantization: Quantization | None
+    #: Whether the landmark index scores a landmark by its exact cosine (float32 vectors, not
+    #: quantized), so a document's best landmark score is its MaxSim; otherwise its candidates are
+    #: rescored from the collection's landmark vectors.
+    landmark_scores_exact: bool
 
     def fingerprint(self) -> Fingerprint | None:
         """The encoder fingerprint the collection records (None: none yet)."""
@@ -187,6 +191,20 @@ def repair_landmarks(store: QdrantStore, doc_points: list[str], batch: int = 256
         store.write_landmarks([(point_id(p["doc_id"]), vectors or []) for p, _, vectors in records])
 
 
+#: The least cosine between a compressed landmark-index vector and the collection's original: 4-bit
+#: TurboQuant codes of LMK vectors keep about 0.99; a garbled, zeroed or foreign one falls far below.
+COMPRESSED_MIN_COSINE = 0.95
+
+
+def same_vector(stored: np.ndarray, original: np.ndarray, exact: bool) -> bool:
+    """Whether a landmark-index vector is the collection's ``original``: equal to float32 rounding
+    when stored whole (``exact``), else within :data:`COMPRESSED_MIN_COSINE`."""
+    if exact:
+        return bool(np.allclose(stored, original, atol=1e-3))
+    norms = float(np.linalg.norm(stored) * np.linalg.norm(original))
+    return stored.shape == original.shape and norms > 0 and float(stored @ original) / norms >= COMPRESSED_MIN_COSINE
+
+
 def landmark_disagreement(store: QdrantStore) -> str | None:
     """Why the landmark index cannot be trusted, or None: fewer landmark points than documents, or
     a sample of documents (the first and a random page) whose landmark points are missing, name
@@ -218,9 +236,11 @@ def landmark_disagreement(store: QdrantStore) -> str | None:
                 owner, vector = points[lm_id]
                 if owner != doc:
                     return f"landmark {j} of document {payload['doc_id']!r} names another document"
-                if not np.allclose(np.asarray(vector, dtype=np.float32), expected[j], atol=1e-3):
+                if not same_vector(np.asarray(vector, dtype=np.float32), expected[j], store.landmark_scores_exact):
                     return f"landmark {j} of document {payload['doc_id']!r} holds another vector than the index"
-    except Exception as exc:  # noqa: BLE001 - an unreadable landmark index disagrees
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - an unreadable landmark index disagrees (an engine panic too)
         return f"it cannot be read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     return None
 
