@@ -124,3 +124,33 @@ def test_a_collection_lmk_rag_did_not_create_is_refused_with_what_it_has(named, 
     found = "named vectors \\['text'\\]" if named else "one unnamed vector of size 384"
     with pytest.raises(IncompatibleIndexError, match=f"'docs' was not created by lmk-rag: it has {found}"):
         QdrantIndex(client=client, collection="docs", encoder=base_encoder)
+
+
+def test_a_document_beyond_a_servers_multivector_limit_is_refused_by_name_before_any_write(base_encoder):
+    """A Qdrant server refuses a multivector of 1,048,576 floats or more with a 422 deep in
+    qdrant-client; the index says which document, how many landmarks fit, and what to do."""
+    import numpy as np
+
+    from lmk_rag import MultiVector
+    from lmk_rag.errors import InvalidInputError
+
+    dim = base_encoder.dimension
+    most = (1_048_576 - 1) // dim
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(most + 1, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    huge = MultiVector(
+        vectors.mean(0) / np.linalg.norm(vectors.mean(0)), vectors, [(i, i + 1) for i in range(most + 1)], 9
+    )
+    small = base_encoder.encode_multi(["A short note about tides."])[0]
+    idx = QdrantIndex(location=":memory:", encoder=base_encoder)
+    try:
+        with pytest.raises(
+            InvalidInputError, match=rf"'huge.txt' has {most + 1} landmarks.*at most {most} per document"
+        ):
+            idx.add_encoded([small, huge], ["A short note about tides.", "x" * (most + 1)], ["small.txt", "huge.txt"])
+        assert idx.ids() == []  # refused before the batch reached the server
+        idx.add_encoded([small], ["A short note about tides."], ["small.txt"])
+        assert idx.ids() == ["small.txt"]
+    finally:
+        idx.close()

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 from .store import ALL_DOCUMENTS, LandmarkVectors, Record, reconcile_landmarks, stored_landmarks
 
 _UPSERT_BATCH = 64
+#: A Qdrant server refuses a multivector of this many floats or more (rows x dimension; a hard
+#: limit of its vector storage), so a document may hold fewer landmarks than this / dimension.
+MULTIVECTOR_FLOAT_LIMIT = 1_048_576
 #: Collection settings a Qdrant cluster needs, fixed when the collection is created.
 CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor", "on_disk")
 
@@ -282,6 +285,14 @@ class ClientStore:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
+        for p in points:  # before any write: a refused document leaves the batch unwritten, not half
+            if p.landmarks.size >= MULTIVECTOR_FLOAT_LIMIT:
+                most = (MULTIVECTOR_FLOAT_LIMIT - 1) // max(p.landmarks.shape[-1], 1)
+                raise InvalidInputError(
+                    f"document {p.payload.get('doc_id')!r} has {len(p.landmarks)} landmarks; a Qdrant server stores "
+                    f"at most {most} per document ({MULTIVECTOR_FLOAT_LIMIT:,} floats per multivector): split it "
+                    "into parts, or keep it in the embedded index (qdrant:PATH), which has no such limit"
+                )
         structs = []
         for p in points:
             vector: dict[str, Any] = {POOLED: p.pooled.tolist(), LANDMARKS: p.landmarks.tolist()}
