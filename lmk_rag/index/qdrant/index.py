@@ -394,7 +394,9 @@ class QdrantIndex(MultiVectorIndex):
         if ids:
             seen = set(ids)
             ids += [doc for doc in dict.fromkeys(also) if doc not in seen]
-            plans.append(Plan("maxsim", len(ids), where, vector=vector, payload=payload, landmarks=payload, ids=ids))
+            # Only the ``limit`` best come back whole, unless ``also`` asks for every score.
+            wanted = len(ids) if also else limit
+            plans.append(Plan("maxsim", wanted, where, vector=vector, payload=payload, landmarks=payload, ids=ids))
         if where is not None or ids is None:  # a filter, or no readable landmark index: pooled candidates too
             prefetch = max(self._prefetch(limit), limit)
             plans.append(
