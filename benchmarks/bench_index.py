@@ -33,7 +33,7 @@ from _real_vectors import RealCorpus, load
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import ChromaIndex, QdrantIndex
 from lmk_rag.index.hits import PassageRequest
-from lmk_rag.index.qdrant import edge_store
+from lmk_rag.index.qdrant import layout
 from lmk_rag.index.qdrant.layout import LANDMARK_DATATYPE, LANDMARK_DATATYPES
 
 K = 10
@@ -158,7 +158,7 @@ def main() -> None:
                 backend = f"edge-{datatype}"  # the first datatype's row is "edge", what the ratios read
             try:
                 if datatype is not None:
-                    edge_store.LANDMARK_DATATYPE = datatype
+                    layout.LANDMARK_DATATYPE = datatype
                     print(f"edge landmark index stored as {datatype}")
                     idx = QdrantIndex(os.path.join(folder, "idx"), encoder=enc)
                 elif backend == "local":

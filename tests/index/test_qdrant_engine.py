@@ -296,7 +296,7 @@ def test_the_landmark_index_keeps_compressed_vectors_and_the_default_search_stay
     """The landmark vectors are kept in full once (the collection's); the landmark index stores
     compressed ones and only finds candidates, rescored by exact MaxSim. An index made with a
     float32 landmark index keeps it, and its exact scores, until a rebuild compresses it."""
-    from lmk_rag.index.qdrant import edge_store
+    from lmk_rag.index.qdrant import layout
     from lmk_rag.index.qdrant.layout import LANDMARK_DATATYPE
 
     assert LANDMARK_DATATYPE != "float32"
@@ -309,7 +309,7 @@ def test_the_landmark_index_keeps_compressed_vectors_and_the_default_search_stay
             assert np.allclose([h.score for h in default], [h.score for h in exact], atol=1e-6)
             assert [h.landmark for h in default] == [h.landmark for h in exact]
 
-    monkeypatch.setattr(edge_store, "LANDMARK_DATATYPE", "float32")
+    monkeypatch.setattr(layout, "LANDMARK_DATATYPE", "float32")
     idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
     assert idx.store.landmark_scores_exact and "datatype" not in landmark_config.read_text()
     same_as_exact(idx)

@@ -24,6 +24,7 @@ from ...errors import (
 from ...types import Fingerprint
 from ..filters import NativeFilter, ParsedFilter, ValueKind, field_kinds, to_qdrant_filter
 from ..space import check_free_space
+from . import layout
 from .edge_files import (
     SHARD_MARKER,
     damaged,
@@ -39,7 +40,6 @@ from .journal import FileJournal
 from .layout import (
     BM25,
     BM25_SETTINGS,
-    LANDMARK_DATATYPE,
     LANDMARK_DOC,
     LANDMARK_EF_CONSTRUCT,
     LANDMARK_HNSW_M,
@@ -120,7 +120,7 @@ def landmark_config(
     (see :data:`~.layout.LANDMARK_DATATYPE`); float32 ones are quantized like the collection's
     landmarks when asked (compressed ones are smaller than any quantized copy already)."""
     e = _edge()
-    datatype = datatype or LANDMARK_DATATYPE
+    datatype = datatype or layout.LANDMARK_DATATYPE  # read per call: a benchmark may set it
     compressed = datatype != "float32"
     config: EdgeConfig = e.EdgeConfig(
         vectors={

@@ -409,8 +409,8 @@ class QdrantIndex(MultiVectorIndex):
             for f in result:
                 best.setdefault(f.id, f)  # both score exact MaxSim: the same document scores the same
         ranked = sorted(best.values(), key=lambda f: -f.score)
-        wanted = set(also)
-        return ranked[:limit] + [f for f in ranked[limit:] if f.id in wanted]
+        asked = set(also)
+        return ranked[:limit] + [f for f in ranked[limit:] if f.id in asked]
 
     def _fetched(self, scored: list[tuple[str, float]], payload: bool) -> list[Found]:
         """Documents with their scores as found, their payload and landmark vectors read when asked
