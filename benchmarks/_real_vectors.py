@@ -104,8 +104,14 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=10000)
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--domains",
+        default=",".join(BENCHMARK_DOMAINS),
+        help="train domains, joined by commas (another set gives an independent vector set)",
+    )
     args = ap.parse_args()
-    save(build(LMKEncoder(device="cpu"), args.docs, args.queries), args.out)
+    domains = tuple(args.domains.split(","))
+    save(build(LMKEncoder(device="cpu"), args.docs, args.queries, domains=domains), args.out)
     print(f"wrote {args.out}")
 
 
