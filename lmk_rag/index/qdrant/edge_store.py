@@ -212,7 +212,7 @@ class EdgeStore:
             if (lm_dir / SHARD_MARKER).is_file() and not rebuilding:
                 try:
                     self.landmark_shard = load_shard(lm_dir)
-                    self.landmark_scores_exact = stored_datatype(lm_dir, LANDMARK_VECTOR) == "float32"
+                    self._read_landmark_datatype(lm_dir)
                 except BaseException as exc:  # an engine panic is a BaseException
                     if not (isinstance(exc, Exception) or is_damage(exc)) or _is_lock_error(exc):
                         raise
@@ -231,6 +231,10 @@ class EdgeStore:
                 raise damaged(self.folder, exc) from exc
             raise
 
+    def _read_landmark_datatype(self, lm_dir: Path) -> None:
+        """Whether the landmark shard just opened or made scores exactly: float32 vectors only."""
+        self.landmark_scores_exact = stored_datatype(lm_dir, LANDMARK_VECTOR) == "float32"
+
     def _build_landmarks(self) -> None:
         """Make the landmark index anew from the collection, listed in the journal as a whole
         rebuild until it is done, so an interrupted build is redone at the next open."""
@@ -245,7 +249,7 @@ class EdgeStore:
             shutil.rmtree(lm_dir)
         lm_dir.mkdir(parents=True)
         self.landmark_shard = e.EdgeShard.create(str(lm_dir), landmark_config(self.dimension, self.quantization))
-        self.landmark_scores_exact = stored_datatype(lm_dir, LANDMARK_VECTOR) == "float32"
+        self._read_landmark_datatype(lm_dir)
         self.landmark_shard.update(e.UpdateOperation.create_field_index(LANDMARK_DOC, e.PayloadSchemaType.Keyword))
         filled = False
         for documents in stored_landmarks(self):
