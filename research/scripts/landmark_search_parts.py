@@ -46,7 +46,7 @@ def p50(fn) -> float:
     return float(np.percentile(times, 50) * 1000)
 
 
-candidates = {text: store.landmark_candidates(q.tolist(), 120) for q, text in zip(qs, qt)}
+candidates = {text: store.landmark_candidates(q.tolist(), 120, n) for q, text in zip(qs, qt)}
 
 
 def rescore(v, t, wanted, whole):
@@ -58,8 +58,8 @@ def bm25(v, t):
     return store.search([Plan("bm25", 100, None, sparse=sparse_query(t), payload=False, landmarks=False)])
 
 
-print(f"landmark candidates for 120 documents: {p50(lambda v, t: store.landmark_candidates(v, 120)):.2f} ms")
-print(f"landmark candidates for 30 documents: {p50(lambda v, t: store.landmark_candidates(v, 30)):.2f} ms")
+print(f"landmark candidates for 120 documents: {p50(lambda v, t: store.landmark_candidates(v, 120, n)):.2f} ms")
+print(f"landmark candidates for 30 documents: {p50(lambda v, t: store.landmark_candidates(v, 30, n)):.2f} ms")
 print(f"BM25 query: {p50(bm25):.2f} ms")
 print(f"exact MaxSim of 120 candidates, scores only: {p50(lambda v, t: rescore(v, t, 120, False)):.2f} ms")
 print(f"exact MaxSim of 30 candidates, 10 whole: {p50(lambda v, t: rescore(v, t, 10, True)):.2f} ms")

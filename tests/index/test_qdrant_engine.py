@@ -13,7 +13,7 @@ from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.errors import IncompatibleIndexError
 from lmk_rag.index import ChromaIndex, QdrantIndex, copy_index
 from lmk_rag.index.fusion import fuse
-from lmk_rag.index.qdrant.layout import default_prefetch_limit
+from lmk_rag.index.qdrant.layout import default_prefetch_limit, landmark_search
 
 from ..cli_runner import run_cli
 from .test_index_contract import META, NAMES, TEXTS
@@ -67,6 +67,29 @@ def test_prefetch_limit_grows_with_the_corpus_and_can_be_set(tmp_path, base_enco
     assert idx._prefetch(3) == 3  # never fewer candidates than results
     with pytest.raises(ValueError, match="prefetch_limit"):
         QdrantIndex(location=":memory:", encoder=base_encoder, prefetch_limit=0)
+
+
+def test_the_landmark_search_widens_its_beam_as_the_corpus_grows(tmp_path, base_encoder, monkeypatch):
+    """Near-copies crowd a large corpus's nearest landmarks: the HNSW beam (ef) grows as 3 sqrt(n)
+    while the landmarks fetched stay 3 per candidate document; the index passes its size."""
+    assert landmark_search(20, 100) == (64, 256)
+    assert landmark_search(20, 100_000) == (64, 948)
+    assert landmark_search(20, 1_000_000) == (64, 3000)
+    assert landmark_search(200, 100) == (600, 600)
+    idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    try:
+        sizes: list[int] = []
+        original = idx.store.landmark_candidates
+
+        def spy(vector: list[float], limit: int, corpus_size: int) -> list[tuple[str, float]] | None:
+            sizes.append(corpus_size)
+            return original(vector, limit, corpus_size)
+
+        monkeypatch.setattr(idx.store, "landmark_candidates", spy)
+        assert idx.search(QUERIES[0], k=2, mode="prefetch")
+        assert sizes == [len(idx)] and len(idx) == len(TEXTS) + 1
+    finally:
+        idx.close()
 
 
 def test_filters_build_payload_indexes_on_the_keys_they_use(tmp_path, base_encoder):

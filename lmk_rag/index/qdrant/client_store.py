@@ -369,13 +369,13 @@ class ClientStore:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         return self._journal
 
-    def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
+    def landmark_candidates(self, vector: list[float], limit: int, corpus_size: int) -> list[tuple[str, float]] | None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         from qdrant_client import models
 
         if not self.landmarks_ok:
             return None
-        fetched, ef = landmark_search(limit)
+        fetched, ef = landmark_search(limit, corpus_size)
         hits = self.client.query_points(
             self.landmarks,
             query=vector,

@@ -356,12 +356,12 @@ class EdgeStore:
         e = _edge()
         return e.Filter(must=[e.FieldCondition(key=LANDMARK_DOC, match=e.MatchAny(list(doc_points)))])
 
-    def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
+    def landmark_candidates(self, vector: list[float], limit: int, corpus_size: int) -> list[tuple[str, float]] | None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         if not self._landmarks_ok:
             return None
         e = _edge()
-        fetched, ef = landmark_search(limit)
+        fetched, ef = landmark_search(limit, corpus_size)
         try:
             hits = self.landmark_shard.query(
                 e.QueryRequest(

@@ -386,7 +386,8 @@ class QdrantIndex(MultiVectorIndex):
         # only their payload and vectors. Otherwise a few more than asked (compressed or quantized
         # scores may misorder; not twice a hybrid pool of 100), scored by exact MaxSim.
         exact = where is None and self.store.quantization is None and self.store.landmark_scores_exact
-        scored = self.store.landmark_candidates(vector, limit if exact else limit + min(limit, RESCORED_EXTRA))
+        n_candidates = limit if exact else limit + min(limit, RESCORED_EXTRA)
+        scored = self.store.landmark_candidates(vector, n_candidates, self._corpus_size())
         if exact and scored is not None:
             return self._fetched(scored, payload)
         plans = []

@@ -68,12 +68,14 @@ LANDMARK_DATATYPE: LandmarkDatatype = "turbo4"
 RESCORED_EXTRA = 20
 
 
-def landmark_search(limit: int) -> tuple[int, int]:
-    """(landmarks fetched, HNSW ef) for ``limit`` candidate documents: 3 landmarks per document wanted
-    (a document's several good landmarks take several places), at least 64, and ef >= 256: chosen
-    on the benchmark's vectors (docs/results.md, "Where the defaults come from")."""
+def landmark_search(limit: int, corpus_size: int) -> tuple[int, int]:
+    """(landmarks fetched, HNSW ef) for ``limit`` candidate documents among ``corpus_size``: 3
+    landmarks per document wanted (a document's several good landmarks take several places), at
+    least 64; ef at least 256 and 3 sqrt(corpus_size), since near-copies crowd a large corpus's
+    nearest landmarks and a narrow beam misses some. Chosen on two benchmark vector sets
+    (docs/results.md, "Where the defaults come from")."""
     fetched = max(64, 3 * limit)
-    return fetched, max(256, fetched)
+    return fetched, max(256, fetched, int(3 * math.sqrt(max(corpus_size, 0))))
 
 
 def landmark_point_ids(doc_point: str, n: int) -> list[str]:

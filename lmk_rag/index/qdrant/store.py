@@ -104,11 +104,12 @@ class QdrantStore(Protocol):
         """Points in the collection."""
         ...
 
-    def landmark_candidates(self, vector: list[float], limit: int) -> list[tuple[str, float]] | None:
+    def landmark_candidates(self, vector: list[float], limit: int, corpus_size: int) -> list[tuple[str, float]] | None:
         """Up to ``limit`` documents ``(point id, best landmark's score)`` whose best landmarks are
         nearest ``vector`` through the landmark index's HNSW graph, best first (the score is the
-        document's MaxSim where the index is not quantized). None when the landmark index cannot be
-        read (the caller falls back to pooled candidates)."""
+        document's MaxSim where the index is not quantized); the graph is searched more widely in a
+        larger corpus (``corpus_size`` documents, see :func:`.layout.landmark_search`). None when
+        the landmark index cannot be read (the caller falls back to pooled candidates)."""
         ...
 
     def rebuild_landmarks(self) -> None:
