@@ -8,14 +8,13 @@ budget is not fitted to the queries it is reported on. Builds each index once at
 """
 
 import itertools
-import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, "benchmarks")
 from _real_vectors import load
-from bench_index import corpus_of, exact_top, ingest, recall, search_fn, timed
+from bench_index import build_once, corpus_of, exact_top, recall, search_fn, timed
 
 import lmk_rag.index.qdrant.edge_store as edge_store
 from lmk_rag import LMKEncoder
@@ -32,10 +31,9 @@ grid_fetched, grid_ef, grid_rescored = ([int(x) for x in g.split(",")] for g in 
 real = load(vectors)
 enc = LMKEncoder(device="cpu")
 multis, texts = corpus_of(real, n)
-if not os.path.exists(path):
-    idx = QdrantIndex(path, encoder=enc)
-    print(f"built in {ingest(idx, multis, texts, [f'd{i}' for i in range(n)]):.0f} s", flush=True)
-    idx.close()
+seconds = build_once(path, real, n, enc)
+if seconds is not None:
+    print(f"built in {seconds:.0f} s", flush=True)
 exact, numpy_p50 = exact_top(multis, real.queries[:200])
 # Each document's exact MaxSim per query, for recall that counts a near-tie (within TIE of the exact
 # 10th score) as found: near-copies crowd the top 10 of a corpus of jittered copies.

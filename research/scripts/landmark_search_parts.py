@@ -8,7 +8,6 @@ documents) and keeps it, so later runs time searches only. Each part is run once
     python research/scripts/landmark_search_parts.py /tmp/idx100k 100000   # run from the repository root
 """
 
-import os
 import sys
 import time
 
@@ -16,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, "benchmarks")
 from _real_vectors import load
-from bench_index import corpus_of, ingest, search_fn, timed
+from bench_index import build_once, search_fn, timed
 
 from lmk_rag import LMKEncoder
 from lmk_rag.index import QdrantIndex
@@ -25,11 +24,8 @@ from lmk_rag.index.qdrant.layout import Plan, sparse_query
 real = load("/tmp/bench/real.npz" if len(sys.argv) < 4 else sys.argv[3])
 path, n = sys.argv[1], int(sys.argv[2])
 enc = LMKEncoder(device="cpu")
-if not os.path.exists(path):
-    multis, texts = corpus_of(real, n)
-    idx = QdrantIndex(path, encoder=enc)
-    seconds = ingest(idx, multis, texts, [f"d{i}" for i in range(n)])
-    idx.close()
+seconds = build_once(path, real, n, enc)
+if seconds is not None:
     print(f"built in {seconds:.0f} s")
 idx = QdrantIndex(path, encoder=enc)
 qs, qt = real.queries[:200], real.query_texts[:200]

@@ -11,14 +11,13 @@ mapped file pages a search touched (reclaimable page cache) as well as the heap.
 
 from __future__ import annotations
 
-import os
 import sys
 
 sys.path.insert(0, "benchmarks")
 
 import qdrant_edge as e
 from _real_vectors import load
-from bench_index import corpus_of, ingest, rss_mb, search_fn, timed
+from bench_index import build_once, rss_mb, search_fn, timed
 
 from lmk_rag import LMKEncoder
 from lmk_rag.index import QdrantIndex
@@ -52,11 +51,8 @@ def main() -> None:
     real = load("/tmp/bench/real.npz")
     enc = LMKEncoder(device="cpu")
     enc.encode_query(["warm"])
-    if not os.path.exists(path):
-        multis, texts = corpus_of(real, n)
-        idx = QdrantIndex(path, encoder=enc)
-        seconds = ingest(idx, multis, texts, [f"d{i}" for i in range(n)])
-        idx.close()
+    seconds = build_once(path, real, n, enc)
+    if seconds is not None:
         print(f"built {n} in {seconds:.1f} s")
         return
     before = rss_mb()
