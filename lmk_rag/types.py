@@ -73,7 +73,7 @@ class Fingerprint:
     landmark_weights: str = "equal"
     # A digest of a local model folder's weight files (models.weights_digest); None for hub ids.
     weights: str | None = None
-    # The backend, where it changes the vectors ("onnx-int8"); None for PyTorch and fp32 exports.
+    # The backend, where it changes the vectors ("onnx-int8-matmul"); None for PyTorch and fp32 exports.
     backend: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -109,8 +109,8 @@ class Fingerprint:
 
         names = set(EncoderSettings.names("fingerprint")) | {"landmark_token_id"}
         settings = {k: v for k, v in self.to_dict().items() if k in names and (v is not None or k == "granularity")}
-        if self.backend:  # "onnx-int8": queries must be encoded as the documents were
-            settings["backend"], settings["quantize"] = self.backend.split("-", 1)
+        if self.backend:  # "onnx-int8-matmul": queries must be encoded as the documents were
+            settings["backend"], settings["quantize"] = self.backend.split("-")[:2]
         return settings
 
 

@@ -4,6 +4,7 @@ an export made once and cached whole, and clear errors."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import importlib.util
 
 import numpy as np
@@ -61,13 +62,16 @@ def test_int8_is_recorded_and_never_mixed_with_fp32_vectors(tiny_bert_dir, monke
 
     fp32 = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
     int8 = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx", quantize="int8")
-    assert int8.fingerprint.backend == "onnx-int8"
+    assert int8.fingerprint.backend == "onnx-int8-matmul"
     assert int8.fingerprint.encoder_settings()["backend"] == "onnx"
     assert int8.fingerprint.encoder_settings()["quantize"] == "int8"
+    earlier = dataclasses.replace(int8.fingerprint, backend="onnx-int8")  # an index of the recipe before
+    assert earlier.encoder_settings()["quantize"] == "int8"  # reopened with today's int8 ...
+    assert earlier.differences(int8.fingerprint) == ["backend: 'onnx-int8' != 'onnx-int8-matmul'"]  # ... refused
     assert min(_agreement(fp32, int8)) > 0.9  # a tiny random model; the shipped one's figures are in the docs
     idx = QdrantIndex(location=":memory:", encoder=fp32)
     idx.add(TEXTS[:2], ids=["tides", "kettle"])
-    with pytest.raises(IncompatibleIndexError, match="backend: None != 'onnx-int8'"):
+    with pytest.raises(IncompatibleIndexError, match="backend: None != 'onnx-int8-matmul'"):
         QdrantIndex(client=idx.store.client, encoder=int8)
 
     def no_second_export(*args, **kwargs):
@@ -91,6 +95,16 @@ def test_a_failed_export_leaves_no_half_written_cache(tiny_bert_dir, cache, monk
         LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="onnx")
     assert not [p for p in cache.rglob("*") if p.is_file()]
     assert not list(cache.glob("onnx/.*"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nncf") is None, reason="pip install 'lmk-rag[openvino]'")
+def test_openvino_int8_compresses_weights_with_the_extras_nncf_and_is_recorded(tiny_bert_dir):
+    fp32 = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="openvino")
+    int8 = LMKEncoder(tiny_bert_dir, pooling="mean", device="cpu", backend="openvino", quantize="int8")
+    assert int8.fingerprint.backend == "openvino-int8"
+    pooled, landmarks = _agreement(fp32, int8)
+    assert min(pooled, landmarks) > 0.9  # a tiny random model; the shipped one's figures are in the docs
+    assert not np.allclose(fp32.encode(TEXTS[:1]), int8.encode(TEXTS[:1]), atol=1e-7)  # int8 weights ran
 
 
 @pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="pip install 'lmk-rag[openvino]'")

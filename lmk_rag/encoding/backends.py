@@ -3,10 +3,11 @@
 The model lmk-rag loaded (LoRA merged, landmark token set) is exported once to ONNX with the
 maintained exporter (``torch.onnx.export``, dynamic batch and length), optimised with ONNX
 Runtime's transformer fusions where the architecture has them, and optionally quantized to int8
-with ONNX Runtime's dynamic quantizer (``quantize="int8"``; OpenVINO's int8 is NNCF's weight
-compression). The files are cached under ``$LMK_RAG_CACHE`` (default ``~/.cache/lmk-rag``) by a
-key of the model, its weights and the library versions, written to a temporary folder first and
-moved into place whole, so a failed export leaves nothing half-written. Layout, windows and
+with ONNX Runtime's dynamic quantizer (``quantize="int8"``: the MatMuls, per channel; the fused
+attention stays float), or for OpenVINO with NNCF's weight compression. The files are cached
+under ``$LMK_RAG_CACHE`` (default ``~/.cache/lmk-rag``) by a key of the model, its weights and
+the library versions, written to a temporary folder first and moved into place whole, so a
+failed export leaves nothing half-written. Layout, windows and
 pooling stay lmk-rag's: a backend only turns token ids into hidden states.
 """
 
@@ -39,7 +40,12 @@ QUANTIZE = QUANTIZE_NAMES
 _FUSIONS = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert", "mpnet": "bert"}
 _EXPORT_LOCK = threading.Lock()
 # Part of every cache key: a change to how models are exported or quantized makes new files.
-EXPORT_RECIPE = "opset17-eager-ortfused-int8-per-channel"
+EXPORT_RECIPE = "opset17-eager-ortfused-int8-matmul-per-channel"
+#: What an int8 index records, per backend (the vectors differ with the recipe): ONNX Runtime's
+#: dynamic per-channel int8 of the MatMuls only, the fused attention kept in float (the recipe
+#: before, recorded "onnx-int8", quantized attention too and moved landmarks more); OpenVINO's
+#: NNCF weight compression.
+INT8_TAGS = {"onnx": "onnx-int8-matmul", "openvino": "openvino-int8"}
 
 HiddenStates = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -59,8 +65,9 @@ def check_backend(backend: object, quantize: object) -> tuple[str, str | None]:
 
 
 def vectors_tag(backend: str, quantize: str | None) -> str | None:
-    """What an index records about the backend: only where it changes the vectors (int8)."""
-    return f"{backend}-{quantize}" if quantize else None
+    """What an index records about the backend: only where it changes the vectors (int8), as
+    ``BACKEND-QUANTIZE[-RECIPE]``."""
+    return INT8_TAGS[backend] if quantize else None
 
 
 def cache_root() -> Path:
@@ -259,6 +266,8 @@ def _quantize(source: Path, target: Path) -> None:
         str(target),
         weight_type=QuantType.QInt8,
         per_channel=True,  # per-tensor scales lose too much precision (docs/results.md, "Where the defaults come from")
+        # The fused Attention op stays float: quantizing it too was slower and moved landmarks more.
+        op_types_to_quantize=["MatMul"],
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused attention outputs have no inferred type
     )
 
@@ -294,7 +303,7 @@ def _openvino_runner(path: Path, quantize: str | None, dtype: torch.dtype, threa
             import nncf
         except ImportError as exc:
             raise MissingDependencyError(
-                "backend='openvino' with quantize='int8' compresses weights with NNCF: pip install nncf"
+                "backend='openvino' with quantize='int8' compresses weights with NNCF: pip install 'lmk-rag[openvino]'"
             ) from exc
         model = nncf.compress_weights(model)
     precision = "bf16" if dtype == torch.bfloat16 else "f16" if dtype == torch.float16 else "f32"

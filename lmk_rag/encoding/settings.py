@@ -85,8 +85,8 @@ class EncoderSettings:
     )
     quantize: str | None = setting(
         None,
-        "'int8' quantizes an exported model (onnx: dynamic int8; openvino: NNCF weight compression); an index "
-        "records it, since the vectors change.",
+        "'int8' quantizes an exported model (onnx: dynamic int8 of the MatMuls; openvino: NNCF weight "
+        "compression); an index records it, since the vectors change.",
         choices=QUANTIZE_NAMES,
     )
     max_length: int | None = setting(
