@@ -257,19 +257,34 @@ def _export(model: torch.nn.Module, path: Path) -> None:
         optimized.save_model_to_file(str(path))
 
 
+class _QuantizerAdvice(logging.Filter):
+    """Drops ONNX Runtime's advice to pre-process a model before quantizing it: it is for static
+    quantization (lmk-rag's int8 is dynamic) and nothing a user of lmk-rag can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
 def _quantize(source: Path, target: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        str(source),
-        str(target),
-        weight_type=QuantType.QInt8,
-        per_channel=True,  # per-tensor scales lose too much precision (docs/results.md, "Where the defaults come from")
-        # The fused Attention op stays float: quantizing it too was slower and moved landmarks more.
-        op_types_to_quantize=["MatMul"],
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused attention outputs have no inferred type
-    )
+    advice, root = _QuantizerAdvice(), logging.getLogger()  # the quantizer logs to the root logger
+    root.addFilter(advice)
+    try:
+        quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=QuantType.QInt8,
+            # Per-tensor scales lose too much precision (docs/results.md, "Where the defaults come from").
+            per_channel=True,
+            # The fused Attention op stays float: quantizing it too was slower and moved landmarks more.
+            op_types_to_quantize=["MatMul"],
+            # Fused attention outputs have no inferred type.
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+    finally:
+        root.removeFilter(advice)
 
 
 def _feed(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, np.ndarray]:
