@@ -299,11 +299,7 @@ def _onnx_runner(path: Path, threads: int) -> HiddenStates:
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        feed = {
-            "input_ids": input_ids.numpy().astype(np.int64),
-            "attention_mask": attention_mask.numpy().astype(np.int64),
-        }
-        return torch.from_numpy(session.run(None, feed)[0])
+        return torch.from_numpy(session.run(None, _feed(input_ids, attention_mask))[0])
 
     return run
 
@@ -328,10 +324,7 @@ def _openvino_runner(path: Path, quantize: str | None, dtype: torch.dtype, threa
     lock = threading.Lock()  # one compiled model, one request at a time
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        feed = {
-            "input_ids": input_ids.numpy().astype(np.int64),
-            "attention_mask": attention_mask.numpy().astype(np.int64),
-        }
+        feed = _feed(input_ids, attention_mask)
         with lock:
             out = compiled(feed)[0]
         return torch.from_numpy(np.asarray(out, dtype=np.float32))

@@ -47,7 +47,7 @@ def captured_batches(enc: LMKEncoder, texts: list[str]) -> list[dict[str, np.nda
     seen: list[dict[str, np.ndarray]] = []
 
     def run(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        seen.append({"input_ids": ids.numpy().astype(np.int64), "attention_mask": mask.numpy().astype(np.int64)})
+        seen.append(backends._feed(ids, mask))
         return enc.model(input_ids=ids, attention_mask=mask).last_hidden_state
 
     enc._runner = run
@@ -57,12 +57,7 @@ def captured_batches(enc: LMKEncoder, texts: list[str]) -> list[dict[str, np.nda
 
 
 def ort_runner(path: Path):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return lambda ids, mask: torch.from_numpy(session.run(None, backends._feed(ids, mask))[0])
+    return backends._onnx_runner(path, torch.get_num_threads())  # lmk-rag's own ONNX Runtime session
 
 
 def ort_static(
