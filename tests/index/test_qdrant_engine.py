@@ -56,6 +56,27 @@ def test_embedded_index_is_an_edge_shard_and_hybrid_is_the_default(tmp_path, bas
         idx.close()
 
 
+def test_the_collections_landmark_vectors_stay_mapped_from_disk(tmp_path, base_encoder):
+    """RAM must not grow with every landmark of the index: the collection's landmark multivector
+    (read for the few documents a search rescores) is mapped, never loaded whole, in the growing
+    segment and in the optimized one; the pooled vectors (searched by HNSW) stay in RAM."""
+    idx = filled(QdrantIndex(tmp_path / "idx", encoder=base_encoder))
+    idx.optimize()
+    before = [h.id for h in idx.search(QUERIES[0], k=3, mode="maxsim")]
+    idx.close()
+    shard = tmp_path / "idx" / "lmk"
+    assert json.loads((shard / "edge_config.json").read_text())["vectors"]["landmarks"]["memory"] == "cold"
+    segments = [json.loads(p.read_text())["config"]["vector_data"] for p in shard.glob("segments/*/segment.json")]
+    assert segments
+    assert all(not s["landmarks"]["storage_type"].startswith("InRam") for s in segments)
+    assert any(s["pooled"]["storage_type"].startswith("InRam") for s in segments)
+    reopened = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
+    try:
+        assert [h.id for h in reopened.search(QUERIES[0], k=3, mode="maxsim")] == before
+    finally:
+        reopened.close()
+
+
 def test_prefetch_limit_grows_with_the_corpus_and_can_be_set(tmp_path, base_encoder):
     assert default_prefetch_limit(10, 100) == 100
     assert default_prefetch_limit(50, 100) == 500

@@ -90,7 +90,9 @@ def _quantization_config(quantization: Quantization | None) -> Any:
 
 def edge_config(dimension: int, quantization: Quantization | None) -> EdgeConfig:
     """Pooled vector with HNSW; landmarks as a MAX_SIM multivector without a graph (rerank only),
-    quantized in RAM with the originals on disk when asked; BM25 sparse vectors with IDF."""
+    mapped from disk (``Memory.Cold``: a search reads the few documents it rescores, so RAM does
+    not grow with every landmark of the index), quantized in RAM when asked; BM25 sparse vectors
+    with IDF."""
     e = _edge()
     quantized = _quantization_config(quantization)
     config: EdgeConfig = e.EdgeConfig(
@@ -102,7 +104,7 @@ def edge_config(dimension: int, quantization: Quantization | None) -> EdgeConfig
                 multivector_config=e.MultiVectorConfig(e.MultiVectorComparator.MaxSim),
                 hnsw_config=e.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000),
                 quantization_config=quantized,
-                memory=e.Memory.Cold if quantized is not None else None,
+                memory=e.Memory.Cold,
             ),
         },
         sparse_vectors={BM25: e.EdgeSparseVectorParams(modifier=e.Modifier.Idf)},
