@@ -1,0 +1,170 @@
+"""An embedded index of a million documents (issue #49 item 5): ingest rate, disk, RAM of the
+process that searches it, recall@10 against exact MaxSim and p50/p95 of the default search.
+
+Documents are the benchmark's real LMK vectors (``benchmarks/_real_vectors.py``) followed by seeded
+jittered copies of them (noise 0.02 per landmark, as ``bench_index.corpus_of``), generated one
+batch at a time so that neither the corpus nor the exact MaxSim ground truth is ever held whole:
+each batch is scored against the queries with numpy (the running top 10 per query kept) and
+written with ``add_encoded``. Ingest time counts ``add_encoded`` and the final ``optimize`` only.
+
+    python benchmarks/bench_million.py build  --real /tmp/real.npz --docs 1000000 --path /data/m1
+    python benchmarks/bench_million.py search --real /tmp/real.npz --path /data/m1   # a fresh process
+
+``search`` reports RSS after opening and after the queries, split into anonymous memory (what the
+process needs) and mapped file pages (page cache the kernel reclaims under pressure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
+from _real_vectors import RealCorpus, load
+from bench_index import K, du, recall, search_fn, timed
+
+from lmk_rag import LMKEncoder, MultiVector
+from lmk_rag.index import QdrantIndex
+
+BATCH = 512
+NOISE = 0.02
+
+
+def batches(real: RealCorpus, n: int, seed: int = 0) -> Iterator[tuple[int, list[MultiVector], list[str]]]:
+    """(first document number, vectors, texts) per batch of ``BATCH`` documents: the real ones
+    first, then jittered copies (each batch seeded by its position, so a build is reproducible)."""
+    for start in range(0, n, BATCH):
+        rng = np.random.default_rng([seed, start])
+        multis, texts = [], []
+        for i in range(start, min(start + BATCH, n)):
+            m = real.multis[i % len(real.multis)]
+            if i >= len(real.multis):
+                v = m.vectors + NOISE * rng.standard_normal(m.vectors.shape, dtype=np.float32)
+                v /= np.linalg.norm(v, axis=1, keepdims=True)
+                p = v.mean(0)
+                m = MultiVector(p / np.linalg.norm(p), v, m.spans, m.n_tokens)
+            multis.append(m)
+            texts.append(real.texts[i % len(real.texts)])
+        yield start, multis, texts
+
+
+class RunningTop:
+    """The exact MaxSim top ``K`` documents per query over the batches seen so far."""
+
+    def __init__(self, queries: np.ndarray) -> None:
+        self.queries = queries
+        self.scores = np.full((len(queries), K), -np.inf, dtype=np.float32)
+        self.ids = np.full((len(queries), K), -1, dtype=np.int64)
+
+    def add(self, start: int, multis: list[MultiVector]) -> None:
+        counts = [len(m.vectors) for m in multis]
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        best = np.maximum.reduceat(self.queries @ np.concatenate([m.vectors for m in multis]).T, starts, axis=1)
+        scores = np.concatenate([self.scores, best], axis=1)
+        ids = np.concatenate([self.ids, np.broadcast_to(np.arange(start, start + len(multis)), best.shape)], axis=1)
+        keep = np.argsort(-scores, axis=1, kind="stable")[:, :K]
+        self.scores = np.take_along_axis(scores, keep, axis=1)
+        self.ids = np.take_along_axis(ids, keep, axis=1)
+
+
+def memory_mib() -> dict[str, float]:
+    """Resident memory of this process: anonymous (heap) and file-backed (mapped pages), MiB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024
+    return fields
+
+
+def build(args: argparse.Namespace, real: RealCorpus) -> None:
+    if os.path.exists(args.path):
+        raise SystemExit(f"{args.path} exists; give a new folder (or run `search` on it)")
+    encoder = LMKEncoder(device="cpu")
+    queries = real.queries[: args.queries]
+    top = RunningTop(queries)
+    idx = QdrantIndex(args.path, encoder=encoder)
+    writing = landmarks = 0.0
+    peak_rss = 0.0
+    t_all = time.perf_counter()
+    for start, multis, texts in batches(real, args.docs):
+        top.add(start, multis)
+        landmarks += sum(len(m.vectors) for m in multis)
+        t0 = time.perf_counter()
+        idx.add_encoded(multis, texts, [f"d{i}" for i in range(start, start + len(multis))])
+        writing += time.perf_counter() - t0
+        peak_rss = max(peak_rss, memory_mib()["VmRSS"])
+        if (start // BATCH) % 200 == 0:
+            done = start + len(multis)
+            print(f"{done} documents, {writing:.0f} s writing, {time.perf_counter() - t_all:.0f} s in all", flush=True)
+    t0 = time.perf_counter()
+    idx.optimize()
+    optimizing = time.perf_counter() - t0
+    idx.close()
+    size, landmark_index = du(args.path), du(args.path, ".landmarks")
+    record = {
+        "documents": args.docs,
+        "landmarks": int(landmarks),
+        "writing_s": writing,
+        "optimize_s": optimizing,
+        "ingest_docs_per_s": args.docs / (writing + optimizing),
+        "disk_bytes": size,
+        "landmark_index_bytes": landmark_index,
+        "peak_rss_during_ingest_mib": peak_rss,
+    }
+    np.savez(Path(args.path).with_suffix(".exact.npz"), ids=top.ids, scores=top.scores)
+    Path(args.path).with_suffix(".build.json").write_text(json.dumps(record, indent=1))
+    print(
+        f"built {args.docs} documents ({int(landmarks)} landmarks): writing {writing:.0f} s + optimize "
+        f"{optimizing:.0f} s = {record['ingest_docs_per_s']:.0f} docs/s; {size / 2**30:.1f} GiB on disk "
+        f"(landmark index {landmark_index / 2**30:.1f} GiB); peak RSS while ingesting {peak_rss:.0f} MiB"
+    )
+
+
+def search(args: argparse.Namespace, real: RealCorpus) -> None:
+    exact = np.load(Path(args.path).with_suffix(".exact.npz"))["ids"].tolist()
+    queries, texts = real.queries[: len(exact)], real.query_texts[: len(exact)]
+    encoder = LMKEncoder(device="cpu")
+    encoder.encode_query(["warm"])
+    before = memory_mib()
+    idx = QdrantIndex(args.path, encoder=encoder)
+    opened = memory_mib()
+    print(
+        f"opened: +{opened['VmRSS'] - before['VmRSS']:.0f} MiB RSS "
+        f"(anonymous +{opened['RssAnon'] - before['RssAnon']:.0f}, mapped +{opened['RssFile'] - before['RssFile']:.0f})"
+    )
+    for mode in args.modes:
+        timed(search_fn(idx, mode), queries[: args.warm], texts[: args.warm])
+        p50, p95, found = timed(search_fn(idx, mode), queries, texts)
+        now = memory_mib()
+        print(
+            f"{mode:8s} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  recall@10 vs exact {recall(found, exact):.3f} "
+            f"({len(exact)} queries); RSS +{now['VmRSS'] - before['VmRSS']:.0f} MiB "
+            f"(anonymous +{now['RssAnon'] - before['RssAnon']:.0f}, mapped +{now['RssFile'] - before['RssFile']:.0f}); "
+            f"process RSS {now['VmRSS']:.0f} MiB, peak {now['VmHWM']:.0f} MiB",
+            flush=True,
+        )
+    idx.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("step", choices=["build", "search"])
+    ap.add_argument("--real", required=True, help="cache written by benchmarks/_real_vectors.py")
+    ap.add_argument("--path", required=True, help="the index folder (its exact top 10 is kept beside it)")
+    ap.add_argument("--docs", type=int, default=1_000_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warm", type=int, default=20, help="queries run first, untimed, per mode")
+    ap.add_argument("--modes", nargs="+", default=["prefetch"], help="search modes to time (prefetch: the default)")
+    args = ap.parse_args()
+    real = load(args.real)
+    (build if args.step == "build" else search)(args, real)
+
+
+if __name__ == "__main__":
+    main()
