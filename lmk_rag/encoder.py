@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 import numpy as np
 import torch
 
-from .encoding.backends import check_backend, load_backend, model_key, vectors_tag
+from .encoding.backends import check_backend, load_backend, model_key
 from .encoding.batching import iter_batches
 from .encoding.inputs import check_finite, check_granularity, check_int, check_optional_int, check_texts
 from .encoding.landmarks import (
@@ -49,6 +49,7 @@ from .encoding.settings import (
     EncoderSettings,
     LayoutName,
     Quantize,
+    vectors_tag,
 )
 from .encoding.tokenization import budget_tokens, text_tokenizer, tokenize_texts
 from .encoding.windows import (

@@ -105,12 +105,12 @@ class Fingerprint:
     def encoder_settings(self) -> dict[str, Any]:
         """The keyword arguments of :class:`~lmk_rag.LMKEncoder` that rebuild an encoder matching
         this fingerprint."""
-        from .encoding.settings import EncoderSettings
+        from .encoding.settings import EncoderSettings, tag_settings
 
         names = set(EncoderSettings.names("fingerprint")) | {"landmark_token_id"}
         settings = {k: v for k, v in self.to_dict().items() if k in names and (v is not None or k == "granularity")}
-        if self.backend:  # "onnx-int8-matmul": queries must be encoded as the documents were
-            settings["backend"], settings["quantize"] = self.backend.split("-")[:2]
+        if self.backend:  # queries must be encoded as the documents were
+            settings.update(tag_settings(self.backend))
         return settings
 
 

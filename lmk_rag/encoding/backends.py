@@ -41,11 +41,6 @@ _FUSIONS = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilber
 _EXPORT_LOCK = threading.Lock()
 # Part of every cache key: a change to how models are exported or quantized makes new files.
 EXPORT_RECIPE = "opset17-eager-ortfused-int8-matmul-per-channel"
-#: What an int8 index records, per backend (the vectors differ with the recipe): ONNX Runtime's
-#: dynamic per-channel int8 of the MatMuls only, the fused attention kept in float (the recipe
-#: before, recorded "onnx-int8", quantized attention too and moved landmarks more); OpenVINO's
-#: NNCF weight compression.
-INT8_TAGS = {"onnx": "onnx-int8-matmul", "openvino": "openvino-int8"}
 
 HiddenStates = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -62,12 +57,6 @@ def check_backend(backend: object, quantize: object) -> tuple[str, str | None]:
             "(pip install 'lmk-rag[onnx]' or 'lmk-rag[openvino]')"
         )
     return backend, quantize
-
-
-def vectors_tag(backend: str, quantize: str | None) -> str | None:
-    """What an index records about the backend: only where it changes the vectors (int8), as
-    ``BACKEND-QUANTIZE[-RECIPE]``."""
-    return INT8_TAGS[backend] if quantize else None
 
 
 def cache_root() -> Path:

@@ -22,6 +22,11 @@ POOLINGS = POOLING_MODES
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 BACKEND_NAMES = ("torch", "onnx", "openvino")
 QUANTIZE_NAMES = ("int8",)
+#: What an int8 index records, per backend (the vectors differ with the recipe): ONNX Runtime's
+#: dynamic per-channel int8 of the MatMuls only, the fused attention kept in float (the recipe
+#: before, recorded "onnx-int8", quantized attention too and moved landmarks more); OpenVINO's
+#: NNCF weight compression. Written by :func:`vectors_tag`, read by :func:`tag_settings`.
+INT8_TAGS = {"onnx": "onnx-int8-matmul", "openvino": "openvino-int8"}
 LAYOUTS = ("lmk", "sentence-transformers")
 #: ``granularity`` default: the trained model folder's recorded k, else 32.
 FROM_MODEL = "default"
@@ -181,3 +186,17 @@ def setting_fields() -> list[tuple[dataclasses.Field[object], object]]:
     """Each field with its resolved type (for the framework fields and the CLI options)."""
     hints = typing.get_type_hints(EncoderSettings)
     return [(f, hints[f.name]) for f in dataclasses.fields(EncoderSettings)]
+
+
+def vectors_tag(backend: str, quantize: str | None) -> str | None:
+    """What an index records about the backend: only where it changes the vectors (int8), as
+    ``BACKEND-QUANTIZE[-RECIPE]`` (:data:`INT8_TAGS`)."""
+    return INT8_TAGS[backend] if quantize else None
+
+
+def tag_settings(tag: str) -> dict[str, str]:
+    """The encoder arguments a recorded :func:`vectors_tag` was written with: ``"onnx-int8-matmul"``
+    -> ``backend="onnx", quantize="int8"``. A tag of an earlier recipe names the same two, so its
+    index is reopened with today's recipe, and refused by the fingerprint's difference."""
+    backend, quantize = tag.split("-")[:2]
+    return {"backend": backend, "quantize": quantize}
