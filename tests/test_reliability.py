@@ -640,6 +640,44 @@ def test_building_a_missing_landmark_index_on_a_full_disk_is_one_line_not_a_bus_
     assert again.returncode == 0 and "tides.md" in again.stdout, again.stderr[-2000:]
 
 
+class _ShortOfDiskToMerge:
+    """An Edge shard whose optimizer refuses as the engine does on a disk with too little room to
+    merge (seen on a 1M-document index: merging writes a new copy of the segments first)."""
+
+    def __init__(self, shard) -> None:
+        self._shard = shard
+
+    def optimize(self) -> None:
+        raise Exception(
+            "Service runtime error: Not enough space available for optimization, "
+            "needed: 28.56 GiB, available: 15.33 GiB"
+        )
+
+    def __getattr__(self, name: str):
+        return getattr(self._shard, name)
+
+
+def test_no_room_to_merge_segments_is_one_clear_error_and_close_still_keeps_every_write(tmp_path, base, caplog):
+    from lmk_rag.errors import InsufficientSpaceError
+    from lmk_rag.index import QdrantIndex
+
+    idx = QdrantIndex(tmp_path / "idx", encoder=base)
+    idx.add(["Tides rise twice a day.", "Descale a kettle with citric acid."], ids=["tides", "kettle"])
+    idx.store.shard = _ShortOfDiskToMerge(idx.store.shard)
+    with pytest.raises(InsufficientSpaceError, match=r"could not be optimized.*needed: 28.56 GiB, available: 15.33"):
+        idx.optimize()
+    idx.add(["Sourdough starter needs feeding."], ids=["bread"])
+    with caplog.at_level("WARNING"):
+        idx.close()  # merging can wait: the writes are flushed, no exception
+    assert "call optimize() again" in caplog.text
+    reopened = QdrantIndex(tmp_path / "idx", encoder=base)
+    try:
+        assert len(reopened) == 3
+        assert reopened.search("feeding a starter", k=1, mode="maxsim")[0].id == "bread"
+    finally:
+        reopened.close()
+
+
 def test_a_collection_name_cannot_collide_with_the_files_beside_another(tmp_path, base):
     from lmk_rag.index import QdrantIndex
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import (
     IncompatibleIndexError,
     IndexUnavailableError,
+    InsufficientSpaceError,
     MissingDependencyError,
 )
 from ...types import Fingerprint
@@ -498,8 +499,23 @@ class EdgeStore:
     # ---------------------------------------------------------------- life cycle
     def optimize(self) -> None:
         """Merge segments and build the HNSW and payload indexes the data has grown into."""
-        self.shard.optimize()
-        self.landmark_shard.optimize()
+        for shard in (self.shard, self.landmark_shard):
+            self._optimize(shard)
+
+    def _optimize(self, shard: Any) -> None:
+        """``shard.optimize()``; the engine's refusal for want of disk (merging segments writes
+        a new copy of them first) becomes :class:`InsufficientSpaceError` saying what to do."""
+        try:
+            shard.optimize()
+        except Exception as exc:
+            if "not enough space" not in str(exc).lower():
+                raise
+            raise InsufficientSpaceError(
+                f"the index at {str(self.folder)!r} could not be optimized: merging its segments writes a new "
+                f"copy of them first, and the disk is short ({str(exc).split('optimization, ')[-1]}); every "
+                "document is stored and searchable, only slower until merged: free that much space (or move "
+                "the index to a larger disk) and call optimize() again (closing after a write tries too)"
+            ) from exc
 
     def _release(self) -> None:
         """Close the shards without flushing (an open that failed part-way)."""
@@ -517,7 +533,10 @@ class EdgeStore:
         try:
             for shard in shards:
                 if self._wrote:
-                    shard.optimize()
+                    try:
+                        self._optimize(shard)
+                    except InsufficientSpaceError as exc:  # the writes are safe; merging can wait
+                        logger.warning("%s", exc)
                 shard.flush()
         finally:
             for shard in shards:
