@@ -9,6 +9,10 @@ written with ``add_encoded``. Ingest time counts ``add_encoded`` and the final `
 
     python benchmarks/bench_million.py build  --real /tmp/real.npz --docs 1000000 --path /data/m1
     python benchmarks/bench_million.py search --real /tmp/real.npz --path /data/m1   # a fresh process
+    python benchmarks/bench_million.py exact  --real /tmp/real.npz --path /data/m1   # ground truth only
+
+Merging the segments at the end (``optimize``) writes a new copy of them first: keep about twice the
+index's size free.
 
 ``search`` reports RSS after opening and after the queries, split into anonymous memory (what the
 process needs) and mapped file pages (page cache the kernel reclaims under pressure).
@@ -82,12 +86,24 @@ def memory_mib() -> dict[str, float]:
     return fields
 
 
+def save_exact(path: str, top: RunningTop) -> None:
+    np.savez(Path(path).with_suffix(".exact.npz"), ids=top.ids, scores=top.scores)
+
+
+def exact(args: argparse.Namespace, real: RealCorpus) -> None:
+    """The ground truth alone (for an index built before, or by another run of ``build``)."""
+    top = RunningTop(real.queries[: args.queries])
+    for start, multis, _ in batches(real, args.docs):
+        top.add(start, multis)
+    save_exact(args.path, top)
+    print(f"exact MaxSim top {K} of {args.docs} documents for {len(top.ids)} queries saved")
+
+
 def build(args: argparse.Namespace, real: RealCorpus) -> None:
     if os.path.exists(args.path):
         raise SystemExit(f"{args.path} exists; give a new folder (or run `search` on it)")
     encoder = LMKEncoder(device="cpu")
-    queries = real.queries[: args.queries]
-    top = RunningTop(queries)
+    top = RunningTop(real.queries[: args.queries])
     idx = QdrantIndex(args.path, encoder=encoder)
     writing = landmarks = 0.0
     peak_rss = 0.0
@@ -102,27 +118,28 @@ def build(args: argparse.Namespace, real: RealCorpus) -> None:
         if (start // BATCH) % 200 == 0:
             done = start + len(multis)
             print(f"{done} documents, {writing:.0f} s writing, {time.perf_counter() - t_all:.0f} s in all", flush=True)
-    t0 = time.perf_counter()
-    idx.optimize()
-    optimizing = time.perf_counter() - t0
-    idx.close()
-    size, landmark_index = du(args.path), du(args.path, ".landmarks")
-    record = {
+    save_exact(args.path, top)  # before the merge, which can stop for want of disk
+    record: dict[str, float] = {
         "documents": args.docs,
         "landmarks": int(landmarks),
         "writing_s": writing,
-        "optimize_s": optimizing,
-        "ingest_docs_per_s": args.docs / (writing + optimizing),
-        "disk_bytes": size,
-        "landmark_index_bytes": landmark_index,
-        "peak_rss_during_ingest_mib": peak_rss,
+        "peak_rss_during_writing_mib": peak_rss,
+        "disk_before_optimize_bytes": du(args.path),
     }
-    np.savez(Path(args.path).with_suffix(".exact.npz"), ids=top.ids, scores=top.scores)
-    Path(args.path).with_suffix(".build.json").write_text(json.dumps(record, indent=1))
+    record_file = Path(args.path).with_suffix(".build.json")
+    record_file.write_text(json.dumps(record, indent=1))
+    print(f"wrote {args.docs} documents ({int(landmarks)} landmarks) in {writing:.0f} s; peak RSS {peak_rss:.0f} MiB")
+    t0 = time.perf_counter()
+    idx.optimize()
+    record["optimize_s"] = time.perf_counter() - t0
+    idx.close()
+    record["ingest_docs_per_s"] = args.docs / (writing + record["optimize_s"])
+    record["disk_bytes"], record["landmark_index_bytes"] = du(args.path), du(args.path, ".landmarks")
+    record_file.write_text(json.dumps(record, indent=1))
     print(
-        f"built {args.docs} documents ({int(landmarks)} landmarks): writing {writing:.0f} s + optimize "
-        f"{optimizing:.0f} s = {record['ingest_docs_per_s']:.0f} docs/s; {size / 2**30:.1f} GiB on disk "
-        f"(landmark index {landmark_index / 2**30:.1f} GiB); peak RSS while ingesting {peak_rss:.0f} MiB"
+        f"built: writing {writing:.0f} s + optimize {record['optimize_s']:.0f} s = "
+        f"{record['ingest_docs_per_s']:.0f} docs/s; {record['disk_bytes'] / 2**30:.1f} GiB on disk "
+        f"(landmark index {record['landmark_index_bytes'] / 2**30:.1f} GiB)"
     )
 
 
@@ -154,7 +171,7 @@ def search(args: argparse.Namespace, real: RealCorpus) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("step", choices=["build", "search"])
+    ap.add_argument("step", choices=["build", "exact", "search"])
     ap.add_argument("--real", required=True, help="cache written by benchmarks/_real_vectors.py")
     ap.add_argument("--path", required=True, help="the index folder (its exact top 10 is kept beside it)")
     ap.add_argument("--docs", type=int, default=1_000_000)
@@ -163,7 +180,7 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["prefetch"], help="search modes to time (prefetch: the default)")
     args = ap.parse_args()
     real = load(args.real)
-    (build if args.step == "build" else search)(args, real)
+    {"build": build, "exact": exact, "search": search}[args.step](args, real)
 
 
 if __name__ == "__main__":
