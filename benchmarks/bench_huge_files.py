@@ -57,9 +57,12 @@ def one_size(megabytes: float, backend: str, model: str | None) -> dict:
 
             cls = ChromaIndex if backend == "chroma" else QdrantIndex
             index = cls(Path(tmp) / "index", encoder=encoder)
-            summary = ingest(index, [doc.parent], show_progress=False)
+            # No size limit: the default (10 MB) passes over bigger files, which this measures.
+            summary = ingest(index, [doc.parent], show_progress=False, max_file_mb=None)
             index.close()
             tokens, landmarks = summary.tokens, summary.landmarks
+        if not landmarks:
+            raise SystemExit(f"the {megabytes} MB file was not encoded")
         seconds = time.perf_counter() - t0
     return {
         "mb": megabytes,
