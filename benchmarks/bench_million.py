@@ -35,6 +35,7 @@ from bench_index import K, du, recall, search_fn, timed
 
 from lmk_rag import LMKEncoder, MultiVector
 from lmk_rag.index import QdrantIndex
+from lmk_rag.index.hits import Hit
 
 BATCH = 512
 NOISE = 0.02
@@ -149,8 +150,12 @@ def near_tie_recall(run: Callable, queries: np.ndarray, texts: list[str], tenth:
     """Recall@10 counting as right every hit whose exact MaxSim (the score these modes return) is
     within ``TIE`` of the exact 10th: on a corpus of ~100 jittered copies per document the exact
     top 10 is a crowd a few hundredths apart (see ``research/results/candidate-budget``)."""
-    right = [sum(h.score >= tenth[i] - TIE for h in run(q, texts[i])[:K]) / K for i, q in enumerate(queries)]
-    return float(np.mean(right))
+    return float(np.mean([near_tie_share(run(q, texts[i]), tenth[i]) for i, q in enumerate(queries)]))
+
+
+def near_tie_share(hits: list[Hit], tenth: float) -> float:
+    """The share of the first ``K`` hits within ``TIE`` of the exact 10th score (one query)."""
+    return sum(h.score >= tenth - TIE for h in hits[:K]) / K
 
 
 def optimize(args: argparse.Namespace, real: RealCorpus) -> None:

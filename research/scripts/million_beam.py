@@ -15,7 +15,7 @@ sys.path.insert(0, "benchmarks")
 import numpy as np
 from _real_vectors import load
 from bench_index import K, search_fn
-from bench_million import TIE
+from bench_million import near_tie_share
 
 import lmk_rag.index.qdrant.edge_store as edge_store
 from lmk_rag import LMKEncoder
@@ -42,7 +42,7 @@ for ef in efs:
         times.append((time.perf_counter() - t0) * 1000)
         found = [int(h.id[1:]) for h in hits[:K]]
         strict.append(len(set(found) & set(exact[i])) / K)
-        ties.append(sum(h.score >= tenth[i] - TIE for h in hits[:K]) / K)
+        ties.append(near_tie_share(hits, tenth[i]))
     half = len(queries) // 2
     print(
         f"ef {ef:5d}: recall@10 dev {np.mean(strict[:half]):.3f} test {np.mean(strict[half:]):.3f}; "
