@@ -9,16 +9,15 @@ import json
 
 import numpy as np
 import pytest
+import ray  # the [ray] extra is part of [test]
 
 from lmk_rag.index import QdrantIndex
 from lmk_rag.ingest import ingest
+from lmk_rag.ingest.ray import RayExecutor
 
 from .test_cli import CORPUS, cli, kill_after_commits, many_documents
 
 pytestmark = pytest.mark.slow  # a Ray cluster, actor pools that load the model, a server
-
-ray = pytest.importorskip("ray", reason="the [ray] extra is part of [test]")
-from lmk_rag.ingest.ray import RayExecutor  # noqa: E402 - after the importorskip
 
 
 @pytest.fixture(scope="module")

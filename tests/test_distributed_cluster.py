@@ -6,6 +6,8 @@ Ray that `--ray` alone starts."""
 from __future__ import annotations
 
 import pytest
+import ray  # the [ray] extra is part of [test]
+from ray.cluster_utils import Cluster
 
 from lmk_rag.index import ChromaIndex, QdrantIndex
 from lmk_rag.index.uri import IndexURI
@@ -16,9 +18,6 @@ from .cli_runner import run_cli as cli
 from .test_distributed import assert_same, contents, docs  # noqa: F401 - `docs` is a fixture
 
 pytestmark = pytest.mark.slow  # two raylets, two actors that load the model, a server
-
-ray = pytest.importorskip("ray", reason="the [ray] extra is part of [test]")
-from ray.cluster_utils import Cluster  # noqa: E402 - after the importorskip
 
 
 @pytest.fixture()

@@ -41,7 +41,8 @@ def _base_model() -> torch.nn.Module:
 
 
 def test_the_torch_merge_equals_peft_merge_and_unload():
-    peft = pytest.importorskip("peft")
+    import peft
+
     theirs = peft.PeftModel.from_pretrained(_base_model(), str(SHIPPED_ADAPTER / "adapter")).merge_and_unload()
     settings = json.loads((SHIPPED_ADAPTER / "adapter" / "adapter_config.json").read_text())
     assert plain_lora(settings)
@@ -53,7 +54,8 @@ def test_the_torch_merge_equals_peft_merge_and_unload():
 
 
 def test_the_default_encoder_keeps_its_fingerprint_and_vectors_within_1e_5_of_the_peft_path():
-    peft = pytest.importorskip("peft")
+    import peft
+
     encoder = LMKEncoder(device="cpu")
     recorded = encoder.fingerprint.to_dict()
     assert {k: recorded[k] for k in SHIPPED_FINGERPRINT} == SHIPPED_FINGERPRINT

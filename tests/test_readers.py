@@ -83,8 +83,6 @@ def test_every_passage_names_the_page_it_lies_on(birds_pdf, encoder, tmp_path):
 
 
 def test_frameworks_and_the_command_line_cite_pages(birds_pdf, encoder, tmp_path):
-    pytest.importorskip("langchain_core")
-    pytest.importorskip("llama_index.core")
     from llama_index.retrievers.lmk.base import hit_to_node
 
     from langchain_lmk.documents import hit_to_passage
@@ -259,7 +257,8 @@ def test_real_pages_of_this_machine_including_an_xml_declaration_are_read():
 
 
 def test_a_pdf_that_needs_a_password_is_one_line_and_one_with_an_owner_password_only_is_read(tmp_path, encoder):
-    pypdf = pytest.importorskip("pypdf")
+    import pypdf
+
     folder = tmp_path / "pdfs"
     folder.mkdir()
     for name, user_password in (("locked.pdf", "s3cret"), ("open.pdf", "")):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("fastapi")
-
 DOCUMENTS = {
     "keys": "Rotating keys. To rotate the signing keys, run `vault rotate` and restart the workers. "
     "The old key stays valid for one day so that tokens already issued keep working.",
