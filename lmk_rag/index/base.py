@@ -432,6 +432,13 @@ class MultiVectorIndex(ABC):
         twice is fine)."""
         self._closed = True
 
+    def warm(self) -> int:
+        """Start reading the files every search reads into the OS page cache, in the background, so
+        that the first searches of a freshly started process do not wait on disk (``lmk-rag serve``
+        does at start); returns the bytes it will read: 0 where this index has nothing to read ahead
+        (a server index; Chroma, whose HNSW index is loaded into memory when first searched)."""
+        return 0
+
     def address(self) -> IndexURI | None:
         """Where another process opens this same store (with :func:`~lmk_rag.index.uri.open_index`):
         a server's; None for an embedded or in-memory store, which only the process holding it may

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
 from lmk_rag.index import QdrantIndex
 from lmk_rag.index.qdrant import point_id
+from lmk_rag.index.qdrant.edge_files import landmark_shard_dir
 
 
 def test_point_ids_are_uuid5_and_payload_keeps_the_original(tmp_path, base_encoder):
@@ -154,3 +158,56 @@ def test_a_document_beyond_a_servers_multivector_limit_is_refused_by_name_before
         assert idx.ids() == ["small.txt"]
     finally:
         idx.close()
+
+
+def _join_warm_threads() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "lmk-rag warm":
+            thread.join(timeout=30)
+
+
+def test_warm_reads_the_landmark_index_ahead_but_not_its_log(tmp_path, base_encoder, monkeypatch):
+    idx = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
+    texts = [f"Section {i}. The tide tables for harbour {i} are printed every spring." for i in range(40)]
+    idx.add(texts, ids=[f"d{i}" for i in range(40)])
+    idx.optimize()
+    advised: list[tuple[Path, int]] = []
+    real_advice = os.posix_fadvise
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append((Path(os.readlink(f"/proc/self/fd/{fd}")), advice))
+        real_advice(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    try:
+        size = idx.warm()
+        _join_warm_threads()
+        landmarks = landmark_shard_dir(tmp_path / "idx", idx.collection)
+        expected = {p for p in landmarks.rglob("*") if p.is_file() and "wal" not in p.relative_to(landmarks).parts}
+        assert {path for path, _ in advised} == expected and len(advised) == len(expected)
+        assert {advice for _, advice in advised} == {os.POSIX_FADV_WILLNEED}
+        assert size == sum(p.stat().st_size for p in expected) > 0
+        assert idx.search("tide tables for harbour 7", k=1)[0].id == "d7"
+    finally:
+        idx.close()
+
+
+def test_a_server_index_has_nothing_to_warm(base_encoder):
+    idx = QdrantIndex(location=":memory:", encoder=base_encoder)
+    idx.add(["some text about tides"], ids=["a"])
+    assert idx.warm() == 0
+
+
+def test_serve_reads_the_index_ahead_before_it_listens(tmp_path, encoder, monkeypatch, capsys):
+    import uvicorn
+
+    from lmk_rag.cli.main import main
+
+    with QdrantIndex(tmp_path / "idx", encoder=encoder) as idx:
+        idx.add(["Tides rise twice a day.", "Harbours close in storms."], ids=["a", "b"])
+    listened: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: listened.append(app))
+    monkeypatch.delenv("LMK_RAG_API_KEY", raising=False)
+    assert main(["serve", "--index", f"qdrant:{tmp_path / 'idx'}", "--port", "8765"]) == 0
+    _join_warm_threads()
+    assert listened and "MB of it ahead" in capsys.readouterr().err

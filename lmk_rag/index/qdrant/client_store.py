@@ -483,6 +483,10 @@ class ClientStore:
     def optimize(self) -> None:
         """A server optimizes on its own."""
 
+    def warm(self) -> int:
+        """A server keeps its own memory: nothing to read ahead here."""
+        return 0
+
     def close(self) -> None:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         self.client.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from .edge_files import (
     is_damage,
     landmark_shard_dir,
     load_shard,
+    read_ahead,
     read_meta,
     write_meta,
 )
@@ -299,6 +301,13 @@ class EdgeStore:
     def landmark_count(self) -> int:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""
         return int(self.landmark_shard.count(_edge().CountRequest(exact=True)))
+
+    def warm(self) -> int:
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`: the landmark index's files (what
+        every default search reads: its graph, codes, ids and owners), read ahead in a thread."""
+        size, read = read_ahead(landmark_shard_dir(self.folder, self.collection))
+        threading.Thread(target=read, name="lmk-rag warm", daemon=True).start()
+        return size
 
     def journal(self) -> FileJournal:
         """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`."""

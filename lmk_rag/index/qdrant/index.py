@@ -270,6 +270,13 @@ class QdrantIndex(MultiVectorIndex):
         with self._backend():
             self.store.optimize()
 
+    def warm(self) -> int:
+        """Read the embedded landmark index (its graph, codes and document ids: what every default
+        search reads) into the OS page cache in the background; 0 on a server. See
+        :meth:`~lmk_rag.index.base.MultiVectorIndex.warm`."""
+        with self._backend():
+            return self.store.warm()
+
     # ---------------------------------------------------------------- writes
     def _refuse_writes_to_a_copy(self) -> None:
         """An index opened from a temporary copy (its folder cannot be written) takes no writes:

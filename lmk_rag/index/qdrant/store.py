@@ -132,6 +132,11 @@ class QdrantStore(Protocol):
         """Points in the landmark index."""
         ...
 
+    def warm(self) -> int:
+        """Start reading what searches read from disk into the OS page cache, in the background;
+        the bytes it will read (0 where the engine is a server, which keeps its own memory)."""
+        ...
+
     def journal(self) -> LandmarkJournal:
         """Where the documents whose landmark points may disagree with the collection are written
         down before a write, and crossed out after it (see :func:`reconcile_landmarks`)."""
