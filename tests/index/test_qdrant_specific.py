@@ -183,10 +183,13 @@ def test_warm_reads_the_landmark_index_ahead_but_not_its_log(tmp_path, base_enco
         size = idx.warm()
         _join_warm_threads()
         landmarks = landmark_shard_dir(tmp_path / "idx", idx.collection)
-        expected = {p for p in landmarks.rglob("*") if p.is_file() and "wal" not in p.relative_to(landmarks).parts}
-        assert {path for path, _ in advised} == expected and len(advised) == len(expected)
+        files = [p for p in landmarks.rglob("*") if p.is_file() and "wal" not in p.relative_to(landmarks).parts]
+        holding_data = {p for p in files if p.stat().st_blocks}  # the engine's files are sparse
+        read = {path for path, _ in advised}
+        # Files with data on disk only (their holes are skipped), the landmark vectors among them.
+        assert read <= holding_data and any("vector_storage" in str(p) for p in read), (read, holding_data)
         assert {advice for _, advice in advised} == {os.POSIX_FADV_WILLNEED}
-        assert size == sum(p.stat().st_size for p in expected) > 0
+        assert size == sum(p.stat().st_blocks * 512 for p in files) > 0
         assert idx.search("tide tables for harbour 7", k=1)[0].id == "d7"
     finally:
         idx.close()

@@ -157,19 +157,20 @@ def tree_bytes(folder: Path, only: str = "") -> int:
 
 
 def read_ahead(folder: Path) -> tuple[int, Callable[[], None]]:
-    """The bytes of the files under ``folder`` (its write-ahead log left out: replayed at open, not
-    searched) and a function that asks the OS to read them into its page cache (``WILLNEED``
-    advice: the reads happen in the kernel, in the background; where the OS has no such advice
-    the function reads the files itself)."""
+    """The bytes the files under ``folder`` hold on disk (its write-ahead log left out: replayed at
+    open, never searched) and a function that asks the OS to read them into its page cache:
+    ``WILLNEED`` advice on each file's data (the engine's files are sparse: their holes are left
+    alone), read by the kernel in the background; where the OS has no such advice the function
+    reads the files itself."""
     files = [p for p in folder.rglob("*") if p.is_file() and "wal" not in p.relative_to(folder).parts]
-    size = sum(p.stat().st_size for p in files)
+    size = sum(p.stat().st_blocks * 512 for p in files)
 
     def read() -> None:
         for path in files:
             try:
                 with open(path, "rb") as f:
                     if hasattr(os, "posix_fadvise"):
-                        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_WILLNEED)
+                        _advise_data(f.fileno())
                     else:  # pragma: no cover - macOS and Windows have no fadvise
                         while f.read(1 << 20):
                             pass
@@ -177,6 +178,19 @@ def read_ahead(folder: Path) -> tuple[int, Callable[[], None]]:
                 continue
 
     return size, read
+
+
+def _advise_data(fd: int) -> None:
+    """``WILLNEED`` on each stretch of data of the open file ``fd``, from ``SEEK_DATA`` to the next
+    ``SEEK_HOLE`` (a file system without holes reports the whole file as one stretch)."""
+    end, offset = os.fstat(fd).st_size, 0
+    while offset < end:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError:  # no data after offset
+            return
+        offset = os.lseek(fd, start, os.SEEK_HOLE)
+        os.posix_fadvise(fd, start, offset - start, os.POSIX_FADV_WILLNEED)
 
 
 def meta_path(folder: Path, collection: str) -> Path:
