@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import builtins
 import threading
 import uuid
 from pathlib import Path
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lmk_rag.index import QdrantIndex
-from lmk_rag.index.qdrant import point_id
+from lmk_rag.index.qdrant import edge_files, point_id
 from lmk_rag.index.qdrant.edge_files import landmark_shard_dir
 
 
@@ -166,33 +166,71 @@ def _join_warm_threads() -> None:
             thread.join(timeout=30)
 
 
-def test_warm_reads_the_landmark_index_ahead_but_not_its_log(tmp_path, base_encoder, monkeypatch):
+class _CountingFile:
+    """A file opened by the read-ahead, counting the bytes read from it into ``counts``."""
+
+    def __init__(self, path: Path, counts: dict[Path, int]) -> None:
+        self.file, self.path, self.counts = open(path, "rb", buffering=0), path, counts  # noqa: SIM115
+
+    def __enter__(self) -> _CountingFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def seek(self, offset: int) -> int:
+        return self.file.seek(offset)
+
+    def readinto(self, buffer: memoryview) -> int:
+        n = self.file.readinto(buffer) or 0
+        self.counts[self.path] = self.counts.get(self.path, 0) + n
+        return n
+
+
+def _searched_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and "wal" not in p.relative_to(folder).parts]
+
+
+def test_warm_reads_both_shards_ahead_but_not_their_logs(tmp_path, base_encoder, monkeypatch):
     idx = QdrantIndex(tmp_path / "idx", encoder=base_encoder)
     texts = [f"Section {i}. The tide tables for harbour {i} are printed every spring." for i in range(40)]
     idx.add(texts, ids=[f"d{i}" for i in range(40)])
     idx.optimize()
-    advised: list[tuple[Path, int]] = []
-    real_advice = os.posix_fadvise
+    counts: dict[Path, int] = {}
 
-    def spy(fd: int, offset: int, length: int, advice: int) -> None:
-        advised.append((Path(os.readlink(f"/proc/self/fd/{fd}")), advice))
-        real_advice(fd, offset, length, advice)
+    def counting_open(path: Path, mode: str = "r", **options: int) -> object:
+        if options.get("buffering") == 0:  # the read-ahead's unbuffered reads; other files as they are
+            return _CountingFile(Path(path), counts)
+        return builtins.open(path, mode, **options)
 
-    monkeypatch.setattr(os, "posix_fadvise", spy)
+    monkeypatch.setattr(edge_files, "open", counting_open, raising=False)
     try:
         size = idx.warm()
         _join_warm_threads()
         landmarks = landmark_shard_dir(tmp_path / "idx", idx.collection)
-        files = [p for p in landmarks.rglob("*") if p.is_file() and "wal" not in p.relative_to(landmarks).parts]
-        holding_data = {p for p in files if p.stat().st_blocks}  # the engine's files are sparse
-        read = {path for path, _ in advised}
-        # Files with data on disk only (their holes are skipped), the landmark vectors among them.
-        assert read <= holding_data and any("vector_storage" in str(p) for p in read), (read, holding_data)
-        assert {advice for _, advice in advised} == {os.POSIX_FADV_WILLNEED}
+        files = _searched_files(landmarks) + _searched_files(tmp_path / "idx" / idx.collection)
         assert size == sum(p.stat().st_blocks * 512 for p in files) > 0
+        # Every byte read is a searched file's (no log), each read at most once, holes skipped;
+        # among them the landmark index's codes and the collection's landmark vectors.
+        assert set(counts) <= set(files) and all(n <= path.stat().st_size for path, n in counts.items())
+        assert 0 < sum(counts.values()) <= size
+        read = " ".join(str(p.relative_to(tmp_path)) for p, n in counts.items() if n)
+        assert "landmarks/segments" in read and "vector_storage-landmarks" in read, read
         assert idx.search("tide tables for harbour 7", k=1)[0].id == "d7"
     finally:
         idx.close()
+
+
+def test_the_read_ahead_stops_at_its_limit(tmp_path, base_encoder):
+    with QdrantIndex(tmp_path / "idx", encoder=base_encoder) as idx:
+        idx.add(["Tides rise twice a day.", "Harbours close in storms."], ids=["a", "b"])
+    folders = [tmp_path / "idx" / "lmk.landmarks", tmp_path / "idx" / "lmk"]
+    whole, _ = edge_files.read_ahead(folders)
+    part, _ = edge_files.read_ahead(folders, limit=whole // 2)
+    assert 0 < part <= whole // 2 < whole
 
 
 def test_a_server_index_has_nothing_to_warm(base_encoder):

@@ -156,41 +156,66 @@ def tree_bytes(folder: Path, only: str = "") -> int:
     return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file() and only in str(p))
 
 
-def read_ahead(folder: Path) -> tuple[int, Callable[[], None]]:
-    """The bytes the files under ``folder`` hold on disk (its write-ahead log left out: replayed at
-    open, never searched) and a function that asks the OS to read them into its page cache:
-    ``WILLNEED`` advice on each file's data (the engine's files are sparse: their holes are left
-    alone), read by the kernel in the background; where the OS has no such advice the function
-    reads the files itself."""
-    files = [p for p in folder.rglob("*") if p.is_file() and "wal" not in p.relative_to(folder).parts]
-    size = sum(p.stat().st_blocks * 512 for p in files)
+def read_ahead(folders: list[Path], limit: int | None = None) -> tuple[int, Callable[[], None]]:
+    """The bytes to read and a function that reads them once, so that they sit in the OS page cache
+    when searches map them: the files under ``folders``, in that order (write-ahead logs left out:
+    replayed at open, never searched), up to ``limit`` bytes (the files that fit whole). It reads
+    (not ``WILLNEED`` advice, which Linux caps at its read-ahead window per file) and skips the
+    holes of the engine's sparse files."""
+    files: list[Path] = []
+    size = 0
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "wal" not in path.relative_to(folder).parts:
+                on_disk = path.stat().st_blocks * 512
+                if limit is not None and size + on_disk > limit:
+                    continue
+                files.append(path)
+                size += on_disk
 
     def read() -> None:
+        buffer = memoryview(bytearray(1 << 20))
         for path in files:
             try:
-                with open(path, "rb") as f:
-                    if hasattr(os, "posix_fadvise"):
-                        _advise_data(f.fileno())
-                    else:  # pragma: no cover - macOS and Windows have no fadvise
-                        while f.read(1 << 20):
-                            pass
-            except OSError:  # a file a merge replaced since it was listed: nothing to warm
+                with open(path, "rb", buffering=0) as f:
+                    for start, end in _data_ranges(f.fileno()):
+                        f.seek(start)
+                        while start < end and (n := f.readinto(buffer[: min(len(buffer), end - start)])):
+                            start += n
+            except OSError:  # a file a merge replaced since it was listed: nothing to read
                 continue
 
     return size, read
 
 
-def _advise_data(fd: int) -> None:
-    """``WILLNEED`` on each stretch of data of the open file ``fd``, from ``SEEK_DATA`` to the next
-    ``SEEK_HOLE`` (a file system without holes reports the whole file as one stretch)."""
-    end, offset = os.fstat(fd).st_size, 0
+def available_memory() -> int | None:
+    """Bytes of memory the kernel says new work can take without swapping (``MemAvailable``), or
+    None where it does not say (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _data_ranges(fd: int) -> Iterator[tuple[int, int]]:
+    """The stretches of data of the open file ``fd``, from each ``SEEK_DATA`` to the next
+    ``SEEK_HOLE`` (the whole file where the OS or file system tells no holes)."""
+    end = os.fstat(fd).st_size
+    if not hasattr(os, "SEEK_DATA"):  # pragma: no cover - Windows
+        yield 0, end
+        return
+    offset = 0
     while offset < end:
         try:
             start = os.lseek(fd, offset, os.SEEK_DATA)
         except OSError:  # no data after offset
             return
         offset = os.lseek(fd, start, os.SEEK_HOLE)
-        os.posix_fadvise(fd, start, offset - start, os.POSIX_FADV_WILLNEED)
+        yield start, offset
 
 
 def meta_path(folder: Path, collection: str) -> Path:

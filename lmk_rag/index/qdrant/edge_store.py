@@ -29,6 +29,7 @@ from ..space import check_free_space
 from . import layout
 from .edge_files import (
     SHARD_MARKER,
+    available_memory,
     damaged,
     holds_edge_index,
     is_damage,
@@ -303,9 +304,15 @@ class EdgeStore:
         return int(self.landmark_shard.count(_edge().CountRequest(exact=True)))
 
     def warm(self) -> int:
-        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`: the landmark index's files (what
-        every default search reads: its graph, codes, ids and owners), read ahead in a thread."""
-        size, read = read_ahead(landmark_shard_dir(self.folder, self.collection))
+        """See :class:`~lmk_rag.index.qdrant.store.QdrantStore`: the landmark index's files first
+        (graph, codes, owners), then the collection's (its mapped landmark vectors, which every
+        search rescores, and payloads), read in a thread; at most half the memory available, so
+        that the read-ahead does not push out what it read first."""
+        free = available_memory()
+        size, read = read_ahead(
+            [landmark_shard_dir(self.folder, self.collection), self.folder / self.collection],
+            limit=None if free is None else free // 2,
+        )
         threading.Thread(target=read, name="lmk-rag warm", daemon=True).start()
         return size
 

@@ -271,8 +271,9 @@ class QdrantIndex(MultiVectorIndex):
             self.store.optimize()
 
     def warm(self) -> int:
-        """Read the embedded landmark index (its graph, codes and document ids: what every default
-        search reads) into the OS page cache in the background; 0 on a server. See
+        """Read the embedded index's files into the OS page cache in the background: the landmark
+        index first, then the collection (its mapped landmark vectors, which every search rescores,
+        and payloads), at most half the memory available; 0 on a server. See
         :meth:`~lmk_rag.index.base.MultiVectorIndex.warm`."""
         with self._backend():
             return self.store.warm()
