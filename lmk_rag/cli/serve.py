@@ -105,7 +105,7 @@ def run_serve(args: argparse.Namespace) -> int:
     index = open_index_of(args, must_exist=False) if args.index else None
     encoder = index.encoder if index is not None else LMKEncoder(**encoder_options(args))
     app = create_app(encoder, index, settings, index_name=redact_uri(args.index) if args.index else None)
-    # The first searches of a fresh server would otherwise wait on disk for the landmark index.
+    # The first searches of a fresh server would otherwise wait on disk for the index's mapped files.
     warming = index.warm() if index is not None else 0
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(

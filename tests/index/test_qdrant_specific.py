@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -224,13 +225,25 @@ def test_warm_reads_both_shards_ahead_but_not_their_logs(tmp_path, base_encoder,
         idx.close()
 
 
-def test_the_read_ahead_stops_at_its_limit(tmp_path, base_encoder):
-    with QdrantIndex(tmp_path / "idx", encoder=base_encoder) as idx:
-        idx.add(["Tides rise twice a day.", "Harbours close in storms."], ids=["a", "b"])
-    folders = [tmp_path / "idx" / "lmk.landmarks", tmp_path / "idx" / "lmk"]
-    whole, _ = edge_files.read_ahead(folders)
-    part, _ = edge_files.read_ahead(folders, limit=whole // 2)
-    assert 0 < part <= whole // 2 < whole
+def test_the_read_ahead_takes_the_files_named_first_up_to_its_limit_and_never_a_log(tmp_path, monkeypatch):
+    folder = tmp_path / "shard"
+    (folder / "wal").mkdir(parents=True)
+    for name in ("a.bin", "b-first.bin", "wal/open-1"):
+        (folder / name).write_bytes(os.urandom(8192))
+    os.sync()
+    counts: dict[Path, int] = {}
+    monkeypatch.setattr(edge_files, "open", lambda path, *_, **__: _CountingFile(Path(path), counts), raising=False)
+
+    def read(limit: int | None, first: str = "") -> tuple[int, set[str]]:
+        counts.clear()
+        size, reader = edge_files.read_ahead([folder], limit=limit, first=first)
+        reader()
+        return size, {path.name for path, n in counts.items() if n}
+
+    assert read(None) == (16384, {"a.bin", "b-first.bin"})
+    assert read(8192) == (8192, {"a.bin"})
+    assert read(8192, first="first") == (8192, {"b-first.bin"})
+    assert read(4096) == (0, set())
 
 
 def test_a_server_index_has_nothing_to_warm(base_encoder):

@@ -156,16 +156,17 @@ def tree_bytes(folder: Path, only: str = "") -> int:
     return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file() and only in str(p))
 
 
-def read_ahead(folders: list[Path], limit: int | None = None) -> tuple[int, Callable[[], None]]:
+def read_ahead(folders: list[Path], limit: int | None = None, first: str = "") -> tuple[int, Callable[[], None]]:
     """The bytes to read and a function that reads them once, so that they sit in the OS page cache
-    when searches map them: the files under ``folders``, in that order (write-ahead logs left out:
-    replayed at open, never searched), up to ``limit`` bytes (the files that fit whole). It reads
-    (not ``WILLNEED`` advice, which Linux caps at its read-ahead window per file) and skips the
-    holes of the engine's sparse files."""
+    when searches map them: the files under ``folders``, in that order (within a folder those whose
+    path holds ``first`` before the others; write-ahead logs left out: replayed at open, never
+    searched), up to ``limit`` bytes (the files that fit whole). It reads (not ``WILLNEED`` advice,
+    which Linux caps at its read-ahead window per file) and skips the holes of the engine's sparse
+    files."""
     files: list[Path] = []
     size = 0
     for folder in folders:
-        for path in sorted(folder.rglob("*")):
+        for path in sorted(folder.rglob("*"), key=lambda p: (not first or first not in str(p), p)):
             if path.is_file() and "wal" not in path.relative_to(folder).parts:
                 on_disk = path.stat().st_blocks * 512
                 if limit is not None and size + on_disk > limit:

@@ -312,6 +312,7 @@ class EdgeStore:
         size, read = read_ahead(
             [landmark_shard_dir(self.folder, self.collection), self.folder / self.collection],
             limit=None if free is None else free // 2,
+            first=f"vector_storage-{LANDMARKS}",  # what a search rescores, before text and the rest
         )
         threading.Thread(target=read, name="lmk-rag warm", daemon=True).start()
         return size
