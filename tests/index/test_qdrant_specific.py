@@ -202,10 +202,10 @@ def test_warm_reads_both_shards_ahead_but_not_their_logs(tmp_path, base_encoder,
     idx.optimize()
     counts: dict[Path, int] = {}
 
-    def counting_open(path: Path, mode: str = "r", **options: int) -> object:
-        if options.get("buffering") == 0:  # the read-ahead's unbuffered reads; other files as they are
+    def counting_open(path: Path, mode: str = "r", buffering: int = -1) -> object:
+        if buffering == 0:  # the read-ahead's unbuffered reads; other files as they are
             return _CountingFile(Path(path), counts)
-        return builtins.open(path, mode, **options)
+        return builtins.open(path, mode, buffering)
 
     monkeypatch.setattr(edge_files, "open", counting_open, raising=False)
     try:
