@@ -36,6 +36,13 @@ def add_parser(command: Command) -> None:
     se.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     se.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     se.add_argument(
+        "--no-warm",
+        dest="warm",
+        action="store_false",
+        help="do not read an embedded index into the page cache at start (by default it is, in the background, "
+        "at most half the memory available, so that the first searches do not wait on disk)",
+    )
+    se.add_argument(
         "--api-key",
         default=None,
         help="clients must send 'Authorization: Bearer KEY' (default: $LMK_RAG_API_KEY; none: no key)",
@@ -106,7 +113,7 @@ def run_serve(args: argparse.Namespace) -> int:
     encoder = index.encoder if index is not None else LMKEncoder(**encoder_options(args))
     app = create_app(encoder, index, settings, index_name=redact_uri(args.index) if args.index else None)
     # The first searches of a fresh server would otherwise wait on disk for the index's mapped files.
-    warming = index.warm() if index is not None else 0
+    warming = index.warm() if index is not None and args.warm else 0
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(
         f"lmk-rag serve: http://{shown}:{args.port} (model {encoder.model_name}"

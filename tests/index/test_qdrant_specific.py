@@ -265,3 +265,10 @@ def test_serve_reads_the_index_ahead_before_it_listens(tmp_path, encoder, monkey
     assert main(["serve", "--index", f"qdrant:{tmp_path / 'idx'}", "--port", "8765"]) == 0
     _join_warm_threads()
     assert listened and "MB of it ahead" in capsys.readouterr().err
+    warmed: list[int] = []
+    monkeypatch.setattr(QdrantIndex, "warm", lambda self: warmed.append(1) or 0)
+    # (The mocked server never shuts down, so the first index stays open: a second folder.)
+    assert main(["serve", "--index", f"qdrant:{tmp_path / 'idx2'}", "--port", "8765", "--no-warm"]) == 0
+    assert len(listened) == 2 and not warmed and "ahead" not in capsys.readouterr().err
+    for app in listened:  # what the server's shutdown would have done
+        app.state.engine.index.close()
