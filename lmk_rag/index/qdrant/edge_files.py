@@ -168,7 +168,10 @@ def read_ahead(folders: list[Path], limit: int | None = None, first: str = "") -
     for folder in folders:
         for path in sorted(folder.rglob("*"), key=lambda p: (not first or first not in str(p), p)):
             if path.is_file() and "wal" not in path.relative_to(folder).parts:
-                on_disk = path.stat().st_blocks * 512
+                try:
+                    on_disk = path.stat().st_blocks * 512
+                except OSError:  # removed by a merge since it was listed
+                    continue
                 if limit is not None and size + on_disk > limit:
                     continue
                 files.append(path)
