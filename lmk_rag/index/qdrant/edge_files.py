@@ -166,7 +166,9 @@ def read_ahead(folders: list[Path], limit: int | None = None, first: str = "") -
     files: list[Path] = []
     size = 0
     for folder in folders:
-        for path in sorted(folder.rglob("*"), key=lambda p: (not first or first not in str(p), p)):
+        # os.walk passes over folders a merge removes while it lists (rglob would raise).
+        listed = [Path(root) / name for root, _, names in os.walk(folder) for name in names]
+        for path in sorted(listed, key=lambda p: (not first or first not in str(p), p)):
             if path.is_file() and "wal" not in path.relative_to(folder).parts:
                 try:
                     on_disk = path.stat().st_blocks * 512
