@@ -23,16 +23,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from bench_huge_files import make_file
+from bench_million import memory_mib
 
 
 def rss_mib() -> tuple[float, float, float]:
     """Resident memory in MiB: all of it, anonymous (heap), file-backed (mapped pages)."""
-    fields = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            fields[key] = int(value.split()[0]) / 1024
-    return fields["VmRSS"], fields["RssAnon"], fields["RssFile"]
+    now = memory_mib()
+    return now["VmRSS"], now["RssAnon"], now["RssFile"]
 
 
 class Sampler:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -169,15 +170,17 @@ def read_ahead(folders: list[Path], limit: int | None = None, first: str = "") -
         # os.walk passes over folders a merge removes while it lists (rglob would raise).
         listed = [Path(root) / name for root, _, names in os.walk(folder) for name in names]
         for path in sorted(listed, key=lambda p: (not first or first not in str(p), p)):
-            if path.is_file() and "wal" not in path.relative_to(folder).parts:
-                try:
-                    on_disk = path.stat().st_blocks * 512
-                except OSError:  # removed by a merge since it was listed
-                    continue
-                if limit is not None and size + on_disk > limit:
-                    continue
-                files.append(path)
-                size += on_disk
+            if "wal" in path.relative_to(folder).parts:
+                continue
+            try:
+                status = path.stat()
+            except OSError:  # removed by a merge since it was listed
+                continue
+            on_disk = status.st_blocks * 512
+            if not stat.S_ISREG(status.st_mode) or (limit is not None and size + on_disk > limit):
+                continue
+            files.append(path)
+            size += on_disk
 
     def read() -> None:
         buffer = memoryview(bytearray(1 << 20))
